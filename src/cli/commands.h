@@ -1,0 +1,26 @@
+// Subcommands of the strata binary.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace strata::cli {
+
+void add_info(CLI::App& app);
+void add_run(CLI::App& app);
+void add_logits(CLI::App& app);
+
+// Shared parsing helpers.
+std::vector<int32_t> parse_ids(const std::string& s);  // "1,2,3" -> {1,2,3}; throws on junk
+std::string join_ids(const std::vector<int32_t>& ids);
+std::string human_bytes(double b);
+
+// Writes bytes to stdout, holding back an incomplete UTF-8 sequence at the end until it completes.
+class Utf8Stream {
+ public:
+  void write(const std::string& bytes);
+  void flush();  // emits whatever is held back
+
+ private:
+  std::string pending_;
+};
+
+}  // namespace strata::cli

@@ -1,0 +1,40 @@
+// Token sampling: greedy, or penalties -> top-k -> top-p -> min-p -> temperature -> draw.
+// Deterministic for a given seed.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <random>
+#include <vector>
+
+namespace strata::engine {
+
+struct SamplerParams {
+  float temperature = 0.8f;  // <= 0: greedy (argmax, ties to the lowest id)
+  int top_k = 40;            // <= 0: off
+  float top_p = 0.95f;       // >= 1: off
+  float min_p = 0.05f;       // <= 0: off
+  float repeat_penalty = 1.0f;  // 1: off; divides positive logits / multiplies negative ones
+  int repeat_last_n = 64;
+  float presence_penalty = 0.f, frequency_penalty = 0.f;
+  uint64_t seed = 0xC0FFEE;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplerParams& p);
+  int32_t sample(const float* logits, int n_vocab);
+  void accept(int32_t token);  // record a token for the penalties (prompt and generated)
+  void reset();
+  const SamplerParams& params() const { return p_; }
+
+  static int32_t argmax(const float* logits, int n_vocab);
+
+ private:
+  double uniform();  // [0, 1), same sequence on every platform for a seed
+  SamplerParams p_;
+  std::mt19937_64 rng_;
+  std::deque<int32_t> recent_;
+  std::vector<std::pair<float, int32_t>> cand_;
+};
+
+}  // namespace strata::engine

@@ -1,0 +1,72 @@
+#include "model/blocks.h"
+
+#include "kv/attention.h"
+
+namespace strata::model {
+
+void norm_rows(const float* x, const std::vector<float>& w, int n, int dim, float eps, float* y) {
+  for (int t = 0; t < n; ++t)
+    ops::rms_norm(x + static_cast<size_t>(t) * dim, w.empty() ? nullptr : w.data(), dim, eps, y + static_cast<size_t>(t) * dim);
+}
+
+namespace {
+void add_bias(float* y, const std::vector<float>& bias, int n, int dim) {
+  if (bias.empty()) return;
+  for (int t = 0; t < n; ++t) ops::add(y + static_cast<size_t>(t) * dim, bias.data(), dim);
+}
+}  // namespace
+
+void attention(const Model& m, const Layer& L, int il, Runtime& rt, Batch& b, const AttnOptions& o) {
+  const HParams& hp = m.hp;
+  const int n = b.n, QD = hp.n_head * hp.head_dim_k, KD = hp.n_head_kv * hp.head_dim_k, VD = hp.n_head_kv * hp.head_dim_v;
+  ops::matmul(L.wq, b.xn.data(), n, b.q.data(), rt.pool);   // [n][n_head][hd_k]
+  ops::matmul(L.wk, b.xn.data(), n, b.k.data(), rt.pool);   // [n][n_kv][hd_k]
+  ops::matmul(L.wv, b.xn.data(), n, b.v.data(), rt.pool);   // [n][n_kv][hd_v]
+  add_bias(b.q.data(), L.bq, n, QD);
+  add_bias(b.k.data(), L.bk, n, KD);
+  add_bias(b.v.data(), L.bv, n, VD);
+  if (!L.q_norm.empty()) norm_rows(b.q.data(), L.q_norm, n * hp.n_head, hp.head_dim_k, hp.rms_eps, b.q.data());
+  if (!L.k_norm.empty()) norm_rows(b.k.data(), L.k_norm, n * hp.n_head_kv, hp.head_dim_k, hp.rms_eps, b.k.data());
+  for (int t = 0; t < n; ++t) {
+    ops::rope(b.q.data() + static_cast<size_t>(t) * QD, hp.n_head, hp.head_dim_k, hp.n_rot, b.pos0 + t, o.rope_base, hp.rope_neox);
+    ops::rope(b.k.data() + static_cast<size_t>(t) * KD, hp.n_head_kv, hp.head_dim_k, hp.n_rot, b.pos0 + t, o.rope_base, hp.rope_neox);
+  }
+  rt.kv.append(b.seq, il, b.pos0, n, b.k.data(), b.v.data());
+  kv::AttentionParams ap;
+  ap.n_head = hp.n_head;
+  ap.scale = hp.attn_scale;
+  ap.window = o.window;
+  kv::attend(rt.kv, b.seq, il, b.pos0, n, b.q.data(), ap, b.att.data(), rt.pool);
+  ops::matmul(L.wo, b.att.data(), n, b.out.data(), rt.pool);
+}
+
+void gated_ffn(const Model& m, const Layer& L, Runtime& rt, Batch& b, Activation act) {
+  const HParams& hp = m.hp;
+  const int n = b.n;
+  ops::matmul(L.ffn_gate, b.xn.data(), n, b.gate.data(), rt.pool);  // [n][n_ff]
+  ops::matmul(L.ffn_up, b.xn.data(), n, b.up.data(), rt.pool);      // [n][n_ff]
+  const size_t total = static_cast<size_t>(n) * hp.n_ff;
+  if (act == Activation::SiLU)
+    ops::silu_mul(b.gate.data(), b.up.data(), b.gate.data(), static_cast<int>(total));
+  else
+    ops::gelu_tanh_mul(b.gate.data(), b.up.data(), b.gate.data(), static_cast<int>(total));
+  ops::matmul(L.ffn_down, b.gate.data(), n, b.out.data(), rt.pool);  // [n][n_embd]
+}
+
+void prenorm_decoder(const Model& m, Runtime& rt, Batch& b) {
+  const HParams& hp = m.hp;
+  const int n = b.n, E = hp.n_embd;
+  AttnOptions o;
+  o.rope_base = hp.rope_base;
+  for (int il = 0; il < hp.n_layer; ++il) {
+    const Layer& L = m.layers[il];
+    norm_rows(b.x.data(), L.attn_norm, n, E, hp.rms_eps, b.xn.data());
+    attention(m, L, il, rt, b, o);
+    ops::add(b.x.data(), b.out.data(), n * E);
+    norm_rows(b.x.data(), L.ffn_norm, n, E, hp.rms_eps, b.xn.data());
+    gated_ffn(m, L, rt, b, Activation::SiLU);
+    ops::add(b.x.data(), b.out.data(), n * E);
+  }
+}
+
+}  // namespace strata::model

@@ -1,0 +1,104 @@
+// A loaded model: hyper-parameters, weights used in place from the GGUF mapping, and the
+// architecture's forward pass. Architectures register in model.cpp (one row each).
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/thread_pool.h"
+#include "gguf/gguf.h"
+#include "kv/kv_store.h"
+#include "ops/ops.h"
+
+namespace strata::model {
+
+struct HParams {
+  std::string arch;
+  int n_vocab = 0, n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0;
+  int head_dim_k = 0, head_dim_v = 0, n_ff = 0, n_ctx_train = 0, n_rot = 0;
+  float rms_eps = 1e-5f;
+  float rope_base = 10000.f;
+  float rope_base_swa = 10000.f;  // rope base of sliding-window layers
+  bool rope_neox = false;         // rotate (i, i + n_rot/2) pairs instead of (2i, 2i+1)
+  int sliding_window = 0;         // cells a sliding-window layer sees (0: none)
+  std::vector<bool> layer_swa;    // [n_layer] true where the layer uses the sliding window
+  float attn_scale = 0;           // multiplier of q.k
+  float embd_scale = 1.f;         // input embedding multiplier
+  bool tied_output = false;       // output matrix is token_embd
+};
+
+struct Layer {
+  std::vector<float> attn_norm, ffn_norm, q_norm, k_norm, post_attn_norm, post_ffn_norm;
+  std::vector<float> bq, bk, bv;
+  ops::Matrix wq, wk, wv, wo;        // wq: [n_head*head_dim_k][n_embd], wo: [n_embd][n_head*head_dim_v]
+  ops::Matrix ffn_gate, ffn_up, ffn_down;  // gate/up: [n_ff][n_embd], down: [n_embd][n_ff]
+};
+
+class Model;
+
+// Per-call scratch for a batch of n tokens. Shapes noted per buffer.
+struct Batch {
+  int n = 0;
+  int pos0 = 0;
+  kv::SeqId seq = 0;
+  std::vector<float> x;    // [n][n_embd] residual stream
+  std::vector<float> xn;   // [n][n_embd] normalised input of a block
+  std::vector<float> out;  // [n][n_embd] block output
+  std::vector<float> q;    // [n][n_head][head_dim_k]
+  std::vector<float> k;    // [n][n_kv_head][head_dim_k]
+  std::vector<float> v;    // [n][n_kv_head][head_dim_v]
+  std::vector<float> att;  // [n][n_head][head_dim_v]
+  std::vector<float> gate, up;  // [n][n_ff]
+  void resize(const HParams& hp, int n_tokens);
+};
+
+struct Runtime {
+  kv::KvStore& kv;
+  ThreadPool& pool;
+};
+
+struct ArchSpec {
+  const char* name;
+  void (*load)(Model& m);  // reads hparams and weights (generic loader does the common part)
+  void (*forward)(const Model& m, Runtime& rt, Batch& b);  // fills b.x with final hidden states
+};
+
+class Model {
+ public:
+  static std::unique_ptr<Model> load(const std::string& path);
+
+  const HParams& hparams() const { return hp; }
+  const gguf::File& file() const { return *file_; }
+  const ArchSpec& arch() const { return *arch_; }
+  size_t weight_bytes() const;
+
+  // Evaluates tokens[0..n) at positions [pos0, pos0 + n) of sequence seq (whose KV cache must
+  // hold exactly pos0 cells). Writes logits [n][n_vocab] if all_logits, else [1][n_vocab] for
+  // the last token.
+  void forward(Runtime& rt, kv::SeqId seq, const int32_t* tokens, int n, int pos0, bool all_logits,
+               float* logits) const;
+
+  kv::Config kv_config(int n_ctx, kv::Format fmt) const;
+
+  HParams hp;
+  ops::Matrix tok_embd;   // [n_vocab][n_embd]
+  ops::Matrix output;     // [n_vocab][n_embd] (tok_embd when tied)
+  std::vector<float> output_norm;
+  std::vector<Layer> layers;
+
+  // Loader helpers for architecture files. Shapes are checked; a missing required tensor or a
+  // wrong shape is a clear error naming the tensor.
+  ops::Matrix matrix(const std::string& name, int64_t rows, int64_t cols, bool required = true) const;
+  std::vector<float> vec(const std::string& name, int64_t n, bool required = true) const;
+  std::string key(const std::string& suffix) const { return hp.arch + "." + suffix; }
+  void load_common_hparams();
+  void load_common_weights(bool qk_norm_required, bool bias_allowed);
+
+ private:
+  std::unique_ptr<gguf::File> file_;
+  const ArchSpec* arch_ = nullptr;
+};
+
+const std::vector<const ArchSpec*>& architectures();
+
+}  // namespace strata::model

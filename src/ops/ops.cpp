@@ -1,0 +1,66 @@
+#include "ops/ops.h"
+
+#include <cmath>
+
+namespace strata::ops {
+
+void rms_norm(const float* x, const float* w, int n, float eps, float* y) {
+  double ss = 0;
+  for (int i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  const float s = static_cast<float>(1.0 / std::sqrt(ss / n + eps));
+  if (w) {
+    for (int i = 0; i < n; ++i) y[i] = x[i] * s * w[i];
+  } else {
+    for (int i = 0; i < n; ++i) y[i] = x[i] * s;
+  }
+}
+
+void rope(float* x, int n_head, int head_dim, int n_rot, int pos, float base, bool neox) {
+  const int half = n_rot / 2;
+  for (int i = 0; i < half; ++i) {
+    // theta_i = pos * base^(-2i/n_rot), computed in double so the angle is exact to float.
+    double theta = pos * std::pow(static_cast<double>(base), -2.0 * i / n_rot);
+    float c = static_cast<float>(std::cos(theta)), s = static_cast<float>(std::sin(theta));
+    for (int h = 0; h < n_head; ++h) {
+      float* v = x + static_cast<size_t>(h) * head_dim;
+      int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+      float x0 = v[a], x1 = v[b];
+      v[a] = x0 * c - x1 * s;
+      v[b] = x0 * s + x1 * c;
+    }
+  }
+}
+
+void softmax(float* x, int n) {
+  float m = x[0];
+  for (int i = 1; i < n; ++i) m = std::fmax(m, x[i]);
+  double sum = 0;
+  for (int i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - m);
+    sum += x[i];
+  }
+  float inv = static_cast<float>(1.0 / sum);
+  for (int i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void silu_mul(const float* g, const float* u, float* out, int n) {
+  for (int i = 0; i < n; ++i) out[i] = g[i] / (1.f + std::exp(-g[i])) * u[i];
+}
+
+void gelu_tanh_mul(const float* g, const float* u, float* out, int n) {
+  constexpr float kSqrt2OverPi = 0.79788456080286535588f;
+  for (int i = 0; i < n; ++i) {
+    float x = g[i];
+    out[i] = 0.5f * x * (1.f + std::tanh(kSqrt2OverPi * x * (1.f + 0.044715f * x * x))) * u[i];
+  }
+}
+
+void add(float* x, const float* y, int n) {
+  for (int i = 0; i < n; ++i) x[i] += y[i];
+}
+
+void scale(float* x, float s, int n) {
+  for (int i = 0; i < n; ++i) x[i] *= s;
+}
+
+}  // namespace strata::ops

@@ -1,0 +1,37 @@
+// Element-wise and row ops used by model code. Kernels know nothing about models.
+#pragma once
+#include <cstdint>
+
+#include "backend/thread_pool.h"
+#include "quant/formats.h"
+
+namespace strata::ops {
+
+// A weight matrix used in place from the model file: rows of `cols` elements in `type`.
+// y = W x has `rows` outputs. Shape: [rows][cols].
+struct Matrix {
+  GgmlType type = GgmlType::F32;
+  int64_t rows = 0, cols = 0;
+  const uint8_t* data = nullptr;
+  size_t row_stride = 0;  // bytes per row
+  bool empty() const { return data == nullptr; }
+  const uint8_t* row(int64_t r) const { return data + static_cast<size_t>(r) * row_stride; }
+};
+
+// Y[t][r] = sum_c W[r][c] * X[t][c]   X: [n_tok][cols], Y: [n_tok][rows]
+void matmul(const Matrix& w, const float* x, int n_tok, float* y, ThreadPool& pool);
+// out[0..cols) = row r of W as floats (embedding lookup).
+void get_row(const Matrix& w, int64_t r, float* out);
+
+// y = x / sqrt(mean(x^2) + eps) * w   (w may be null: no weight)
+void rms_norm(const float* x, const float* w, int n, float eps, float* y);
+// In place on a [n_head][head_dim] vector at position pos; rotates the first n_rot dims.
+// neox: pairs (i, i + n_rot/2); otherwise adjacent pairs (2i, 2i+1).
+void rope(float* x, int n_head, int head_dim, int n_rot, int pos, float base, bool neox);
+void softmax(float* x, int n);
+void silu_mul(const float* gate, const float* up, float* out, int n);       // silu(gate) * up
+void gelu_tanh_mul(const float* gate, const float* up, float* out, int n);  // gelu(gate) * up
+void add(float* x, const float* y, int n);                                   // x += y
+void scale(float* x, float s, int n);
+
+}  // namespace strata::ops

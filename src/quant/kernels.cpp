@@ -1,0 +1,49 @@
+#include "quant/kernels.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "common.h"
+
+namespace strata {
+
+DotFn KernelTable::dot_for(GgmlType t) const {
+  auto id = static_cast<uint32_t>(t);
+  if (id >= kMaxTypes || !dot[id]) throw Error("no " + std::string(isa) + " kernel for tensor type " + type_name(t));
+  return dot[id];
+}
+
+DequantFn KernelTable::dequant_for(GgmlType t) const {
+  auto id = static_cast<uint32_t>(t);
+  if (id >= kMaxTypes || !dequant[id]) throw Error("no " + std::string(isa) + " kernel for tensor type " + type_name(t));
+  return dequant[id];
+}
+
+const KernelTable& scalar_kernels() {
+  static const KernelTable t = [] { KernelTable k; fill_scalar_kernels(k); return k; }();
+  return t;
+}
+
+const KernelTable* avx2_kernels() {
+  static const KernelTable* t = []() -> const KernelTable* {
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return nullptr;
+    static KernelTable k;
+    fill_scalar_kernels(k);  // formats without a SIMD kernel keep the portable one
+    fill_avx2_kernels(k);
+    return &k;
+  }();
+  return t;
+}
+
+const KernelTable& kernels() {
+  static const KernelTable* t = [] {
+    const char* want = std::getenv("STRATA_ISA");
+    if (want && std::strcmp(want, "scalar") == 0) return &scalar_kernels();
+    if (const KernelTable* a = avx2_kernels()) return a;
+    return &scalar_kernels();
+  }();
+  return *t;
+}
+
+}  // namespace strata

@@ -1,0 +1,32 @@
+// Kernel table: one dot product and one row dequantizer per weight format, filled once at
+// start-up from the CPU's features. Hot loops call through this table, never through virtuals.
+#pragma once
+#include <cstdint>
+
+#include "quant/formats.h"
+
+namespace strata {
+
+using DotFn = float (*)(int n, const void* w, const float* x);       // sum_i w[i] * x[i]
+using DequantFn = void (*)(const void* src, float* dst, int64_t n);  // dst[i] = w[i]
+
+constexpr int kMaxTypes = 40;
+
+struct KernelTable {
+  const char* isa = "scalar";
+  DotFn dot[kMaxTypes] = {};
+  DequantFn dequant[kMaxTypes] = {};
+
+  DotFn dot_for(GgmlType t) const;          // throws when the format has no kernel
+  DequantFn dequant_for(GgmlType t) const;  // throws when the format has no kernel
+};
+
+const KernelTable& scalar_kernels();
+const KernelTable* avx2_kernels();  // nullptr when the CPU lacks AVX2/FMA/F16C
+// The table the engine uses: best for this CPU, or the one named by STRATA_ISA=scalar|avx2.
+const KernelTable& kernels();
+
+void fill_scalar_kernels(KernelTable& t);
+void fill_avx2_kernels(KernelTable& t);  // defined in the AVX2 file
+
+}  // namespace strata

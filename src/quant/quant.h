@@ -1,0 +1,33 @@
+// Scalar reference dequantizers and quantizers for every supported block format.
+#pragma once
+#include <cstdint>
+
+#include "quant/formats.h"
+
+namespace strata {
+
+// dst[0..n) = values of the n elements stored in src (n a multiple of the block size).
+void dequantize_row_ref(GgmlType type, const void* src, float* dst, int64_t n);
+
+// Encodes n floats into blocks of `type`. Supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1,
+// Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K. Throws for others.
+void quantize_row(GgmlType type, const float* src, void* dst, int64_t n);
+bool can_quantize(GgmlType type);
+
+// Reference dot product of one weight row with float activations (dequantize, then sum in double).
+float dot_row_ref(GgmlType type, int n, const void* w, const float* x);
+
+// Helpers of the K-quant layouts, shared by dequantizers and SIMD kernels.
+inline void get_scale_min_k4(int j, const uint8_t* q, uint8_t& d, uint8_t& m) {
+  if (j < 4) {
+    d = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+// The 16 signed 6-bit scales of a Q3_K block, unpacked from its 12 bytes.
+void q3k_unpack_scales(const uint8_t packed[12], int8_t out[16]);
+
+}  // namespace strata

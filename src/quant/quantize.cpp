@@ -1,0 +1,316 @@
+// Reference quantizers. They produce valid blocks of each format with round-to-nearest codes and
+// min/max scale choice (no error-minimising search); the round-trip tests bound their error.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "common.h"
+#include "quant/fp16.h"
+#include "quant/quant.h"
+
+namespace strata {
+
+namespace {
+
+int nearest_int(float v) { return static_cast<int>(std::lrintf(v)); }
+
+// The value with the largest magnitude, sign kept.
+float signed_absmax(const float* x, int n) {
+  float amax = 0, max = 0;
+  for (int j = 0; j < n; ++j)
+    if (std::fabs(x[j]) > amax) { amax = std::fabs(x[j]); max = x[j]; }
+  return max;
+}
+
+void q_q8_0(const float* x, BlockQ8_0* b, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 32) {
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+    float d = amax / 127.f, id = d ? 1.f / d : 0.f;
+    b[i].d = fp32_to_fp16(d);
+    for (int j = 0; j < 32; ++j) b[i].qs[j] = static_cast<int8_t>(nearest_int(x[j] * id));
+  }
+}
+void q_q4_0(const float* x, BlockQ4_0* b, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 32) {
+    float max = signed_absmax(x, 32);
+    float d = max / -8, id = d ? 1.f / d : 0.f;
+    b[i].d = fp32_to_fp16(d);
+    for (int j = 0; j < 16; ++j) {
+      int a = std::min(15, std::max(0, static_cast<int>(x[j] * id + 8.5f)));
+      int c = std::min(15, std::max(0, static_cast<int>(x[j + 16] * id + 8.5f)));
+      b[i].qs[j] = static_cast<uint8_t>(a | (c << 4));
+    }
+  }
+}
+void q_q4_1(const float* x, BlockQ4_1* b, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 32) {
+    float mn = *std::min_element(x, x + 32), mx = *std::max_element(x, x + 32);
+    float d = (mx - mn) / 15, id = d ? 1.f / d : 0.f;
+    b[i].d = fp32_to_fp16(d);
+    b[i].m = fp32_to_fp16(mn);
+    for (int j = 0; j < 16; ++j) {
+      int a = std::min(15, static_cast<int>((x[j] - mn) * id + 0.5f));
+      int c = std::min(15, static_cast<int>((x[j + 16] - mn) * id + 0.5f));
+      b[i].qs[j] = static_cast<uint8_t>(a | (c << 4));
+    }
+  }
+}
+void q_q5_0(const float* x, BlockQ5_0* b, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 32) {
+    float max = signed_absmax(x, 32);
+    float d = max / -16, id = d ? 1.f / d : 0.f;
+    b[i].d = fp32_to_fp16(d);
+    uint32_t qh = 0;
+    for (int j = 0; j < 16; ++j) {
+      int a = std::min(31, std::max(0, static_cast<int>(x[j] * id + 16.5f)));
+      int c = std::min(31, std::max(0, static_cast<int>(x[j + 16] * id + 16.5f)));
+      b[i].qs[j] = static_cast<uint8_t>((a & 0xF) | ((c & 0xF) << 4));
+      qh |= static_cast<uint32_t>((a & 0x10) >> 4) << j;
+      qh |= static_cast<uint32_t>((c & 0x10) >> 4) << (j + 16);
+    }
+    std::memcpy(b[i].qh, &qh, 4);
+  }
+}
+void q_q5_1(const float* x, BlockQ5_1* b, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 32) {
+    float mn = *std::min_element(x, x + 32), mx = *std::max_element(x, x + 32);
+    float d = (mx - mn) / 31, id = d ? 1.f / d : 0.f;
+    b[i].d = fp32_to_fp16(d);
+    b[i].m = fp32_to_fp16(mn);
+    uint32_t qh = 0;
+    for (int j = 0; j < 16; ++j) {
+      int a = std::min(31, static_cast<int>((x[j] - mn) * id + 0.5f));
+      int c = std::min(31, static_cast<int>((x[j + 16] - mn) * id + 0.5f));
+      b[i].qs[j] = static_cast<uint8_t>((a & 0xF) | ((c & 0xF) << 4));
+      qh |= static_cast<uint32_t>((a & 0x10) >> 4) << j;
+      qh |= static_cast<uint32_t>((c & 0x10) >> 4) << (j + 16);
+    }
+    std::memcpy(b[i].qh, &qh, 4);
+  }
+}
+int iq4nl_index(float v) {
+  int best = 0;
+  for (int k = 1; k < 16; ++k)
+    if (std::fabs(v - kIq4nlValues[k]) < std::fabs(v - kIq4nlValues[best])) best = k;
+  return best;
+}
+void q_iq4_nl(const float* x, BlockIQ4_NL* b, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 32) {
+    float max = signed_absmax(x, 32);
+    float d = max / kIq4nlValues[0], id = d ? 1.f / d : 0.f;
+    b[i].d = fp32_to_fp16(d);
+    for (int j = 0; j < 16; ++j)
+      b[i].qs[j] = static_cast<uint8_t>(iq4nl_index(x[j] * id) | (iq4nl_index(x[j + 16] * id) << 4));
+  }
+}
+void q_q8_k(const float* x, BlockQ8_K* b, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 256) {
+    float max = signed_absmax(x, 256);
+    if (max == 0) {
+      std::memset(&b[i], 0, sizeof(BlockQ8_K));
+      continue;
+    }
+    float iscale = -127.f / max;
+    for (int j = 0; j < 256; ++j) b[i].qs[j] = static_cast<int8_t>(std::min(127, nearest_int(iscale * x[j])));
+    for (int g = 0; g < 16; ++g) {
+      int s = 0;
+      for (int j = 0; j < 16; ++j) s += b[i].qs[g * 16 + j];
+      b[i].bsums[g] = static_cast<int16_t>(s);
+    }
+    b[i].d = 1 / iscale;
+  }
+}
+
+// Asymmetric sub-block (scale, min) with codes 0..nmax, used by Q2_K, Q4_K, Q5_K.
+void subblock_scale_min(const float* x, int n, int nmax, float& scale, float& min) {
+  float mn = std::min(0.f, *std::min_element(x, x + n));
+  float mx = *std::max_element(x, x + n);
+  scale = mx > mn ? (mx - mn) / nmax : 0.f;
+  min = -mn;  // stored positive, subtracted on dequantize
+}
+
+void q_q2_k(const float* x, BlockQ2_K* b, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 256) {
+    float sc[16], mn[16], max_sc = 0, max_mn = 0;
+    for (int s = 0; s < 16; ++s) {
+      subblock_scale_min(x + 16 * s, 16, 3, sc[s], mn[s]);
+      max_sc = std::max(max_sc, sc[s]);
+      max_mn = std::max(max_mn, mn[s]);
+    }
+    float d = max_sc / 15, dmin = max_mn / 15;
+    b[i].d = fp32_to_fp16(d);
+    b[i].dmin = fp32_to_fp16(dmin);
+    float dq = fp16_to_fp32(b[i].d), dmq = fp16_to_fp32(b[i].dmin);
+    uint8_t L[256];
+    for (int s = 0; s < 16; ++s) {
+      int ls = dq ? std::min(15, nearest_int(sc[s] / dq)) : 0;
+      int lm = dmq ? std::min(15, nearest_int(mn[s] / dmq)) : 0;
+      b[i].scales[s] = static_cast<uint8_t>(ls | (lm << 4));
+      float dl = dq * ls, ml = dmq * lm;
+      for (int j = 0; j < 16; ++j) {
+        int q = dl ? nearest_int((x[16 * s + j] + ml) / dl) : 0;
+        L[16 * s + j] = static_cast<uint8_t>(std::clamp(q, 0, 3));
+      }
+    }
+    for (int n = 0; n < 256; n += 128)
+      for (int l = 0; l < 32; ++l)
+        b[i].qs[n / 4 + l] = static_cast<uint8_t>(L[n + l] | (L[n + l + 32] << 2) | (L[n + l + 64] << 4) | (L[n + l + 96] << 6));
+  }
+}
+
+void q_q3_k(const float* x, BlockQ3_K* b, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 256) {
+    float sc[16], max_sc = 0, amax_sc = 0;
+    for (int s = 0; s < 16; ++s) {
+      float m = signed_absmax(x + 16 * s, 16);
+      sc[s] = m / -4;  // codes -4..3: the extreme value maps to -4
+      if (std::fabs(sc[s]) > amax_sc) { amax_sc = std::fabs(sc[s]); max_sc = sc[s]; }
+    }
+    std::memset(b[i].hmask, 0, 32);
+    float iscale = max_sc ? -32.f / max_sc : 0.f;
+    uint8_t u[16];
+    for (int s = 0; s < 16; ++s) u[s] = static_cast<uint8_t>(std::clamp(nearest_int(iscale * sc[s]), -32, 31) + 32);
+    float d = iscale ? 1.f / iscale : 0.f;
+    b[i].d = fp32_to_fp16(d);
+    for (int k = 0; k < 8; ++k) b[i].scales[k] = static_cast<uint8_t>((u[k] & 0xF) | ((u[k + 8] & 0xF) << 4));
+    for (int k = 0; k < 4; ++k)
+      b[i].scales[8 + k] = static_cast<uint8_t>((u[k] >> 4) | ((u[k + 4] >> 4) << 2) | ((u[k + 8] >> 4) << 4) | ((u[k + 12] >> 4) << 6));
+    float dq = fp16_to_fp32(b[i].d);
+    uint8_t L[256];
+    for (int s = 0; s < 16; ++s) {
+      float dl = dq * (static_cast<int>(u[s]) - 32);
+      for (int j = 0; j < 16; ++j) {
+        int q = dl ? nearest_int(x[16 * s + j] / dl) : 0;
+        L[16 * s + j] = static_cast<uint8_t>(std::clamp(q, -4, 3) + 4);
+      }
+    }
+    for (int n = 0; n < 256; n += 128)
+      for (int l = 0; l < 32; ++l) {
+        b[i].qs[n / 4 + l] = static_cast<uint8_t>((L[n + l] & 3) | ((L[n + l + 32] & 3) << 2) |
+                                                  ((L[n + l + 64] & 3) << 4) | ((L[n + l + 96] & 3) << 6));
+        for (int j = 0; j < 4; ++j)
+          if (L[n + 32 * j + l] > 3) b[i].hmask[l] |= static_cast<uint8_t>(1 << (4 * (n / 128) + j));
+      }
+  }
+}
+
+// Packs 8 (scale, min) 6-bit pairs the way get_scale_min_k4 reads them.
+void pack_k4_scales(const uint8_t ls[8], const uint8_t lm[8], uint8_t out[12]) {
+  std::memset(out, 0, 12);
+  for (int j = 0; j < 8; ++j) {
+    if (j < 4) {
+      out[j] |= ls[j] & 63;
+      out[j + 4] |= lm[j] & 63;
+    } else {
+      out[j + 4] = static_cast<uint8_t>((ls[j] & 0xF) | ((lm[j] & 0xF) << 4));
+      out[j - 4] |= static_cast<uint8_t>((ls[j] >> 4) << 6);
+      out[j] |= static_cast<uint8_t>((lm[j] >> 4) << 6);
+    }
+  }
+}
+
+template <typename Block, int kMax>
+void q_q45_k(const float* x, Block* b, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 256) {
+    float sc[8], mn[8], max_sc = 0, max_mn = 0;
+    for (int s = 0; s < 8; ++s) {
+      subblock_scale_min(x + 32 * s, 32, kMax, sc[s], mn[s]);
+      max_sc = std::max(max_sc, sc[s]);
+      max_mn = std::max(max_mn, mn[s]);
+    }
+    b[i].d = fp32_to_fp16(max_sc / 63);
+    b[i].dmin = fp32_to_fp16(max_mn / 63);
+    float dq = fp16_to_fp32(b[i].d), dmq = fp16_to_fp32(b[i].dmin);
+    uint8_t ls[8], lm[8], L[256];
+    for (int s = 0; s < 8; ++s) {
+      ls[s] = static_cast<uint8_t>(dq ? std::min(63, nearest_int(sc[s] / dq)) : 0);
+      lm[s] = static_cast<uint8_t>(dmq ? std::min(63, nearest_int(mn[s] / dmq)) : 0);
+      float dl = dq * ls[s], ml = dmq * lm[s];
+      for (int j = 0; j < 32; ++j) {
+        int q = dl ? nearest_int((x[32 * s + j] + ml) / dl) : 0;
+        L[32 * s + j] = static_cast<uint8_t>(std::clamp(q, 0, kMax));
+      }
+    }
+    pack_k4_scales(ls, lm, b[i].scales);
+    if constexpr (kMax == 31) std::memset(b[i].qh, 0, 32);
+    for (int j = 0; j < 4; ++j)  // 64 elements per step: low nibble first 32, high nibble next 32
+      for (int l = 0; l < 32; ++l) {
+        uint8_t lo = L[64 * j + l], hi = L[64 * j + 32 + l];
+        b[i].qs[32 * j + l] = static_cast<uint8_t>((lo & 0xF) | ((hi & 0xF) << 4));
+        if constexpr (kMax == 31) {
+          if (lo & 16) b[i].qh[l] |= static_cast<uint8_t>(1 << (2 * j));
+          if (hi & 16) b[i].qh[l] |= static_cast<uint8_t>(2 << (2 * j));
+        }
+      }
+  }
+}
+
+void q_q6_k(const float* x, BlockQ6_K* b, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 256) {
+    float sc[16], max_sc = 0, amax_sc = 0;
+    for (int s = 0; s < 16; ++s) {
+      sc[s] = signed_absmax(x + 16 * s, 16) / -32;
+      if (std::fabs(sc[s]) > amax_sc) { amax_sc = std::fabs(sc[s]); max_sc = sc[s]; }
+    }
+    float iscale = max_sc ? -128.f / max_sc : 0.f;
+    b[i].d = fp32_to_fp16(iscale ? 1.f / iscale : 0.f);
+    float dq = fp16_to_fp32(b[i].d);
+    uint8_t L[256];
+    for (int s = 0; s < 16; ++s) {
+      b[i].scales[s] = static_cast<int8_t>(std::min(127, nearest_int(iscale * sc[s])));
+      float dl = dq * b[i].scales[s];
+      for (int j = 0; j < 16; ++j) {
+        int q = dl ? nearest_int(x[16 * s + j] / dl) : 0;
+        L[16 * s + j] = static_cast<uint8_t>(std::clamp(q, -32, 31) + 32);
+      }
+    }
+    for (int n = 0; n < 256; n += 128)
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t* Ln = L + n;
+        b[i].ql[n / 2 + l] = static_cast<uint8_t>((Ln[l] & 0xF) | ((Ln[l + 64] & 0xF) << 4));
+        b[i].ql[n / 2 + l + 32] = static_cast<uint8_t>((Ln[l + 32] & 0xF) | ((Ln[l + 96] & 0xF) << 4));
+        b[i].qh[n / 4 + l] = static_cast<uint8_t>((Ln[l] >> 4) | ((Ln[l + 32] >> 4) << 2) | ((Ln[l + 64] >> 4) << 4) |
+                                                  ((Ln[l + 96] >> 4) << 6));
+      }
+  }
+}
+
+}  // namespace
+
+bool can_quantize(GgmlType t) {
+  switch (t) {
+    case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16: case GgmlType::Q4_0: case GgmlType::Q4_1:
+    case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q8_0: case GgmlType::IQ4_NL: case GgmlType::Q2_K:
+    case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K: case GgmlType::Q8_K:
+      return true;
+    default: return false;
+  }
+}
+
+void quantize_row(GgmlType type, const float* x, void* dst, int64_t n) {
+  const auto& ti = type_info(type);
+  if (!can_quantize(type) || n % ti.block_size != 0)
+    throw Error("cannot quantize a row of " + std::to_string(n) + " to " + type_name(type));
+  int64_t nb = n / ti.block_size;
+  switch (type) {
+    case GgmlType::F32: std::memcpy(dst, x, n * 4); break;
+    case GgmlType::F16: for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = fp32_to_fp16(x[i]); break;
+    case GgmlType::BF16: for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = fp32_to_bf16(x[i]); break;
+    case GgmlType::Q4_0: q_q4_0(x, static_cast<BlockQ4_0*>(dst), nb); break;
+    case GgmlType::Q4_1: q_q4_1(x, static_cast<BlockQ4_1*>(dst), nb); break;
+    case GgmlType::Q5_0: q_q5_0(x, static_cast<BlockQ5_0*>(dst), nb); break;
+    case GgmlType::Q5_1: q_q5_1(x, static_cast<BlockQ5_1*>(dst), nb); break;
+    case GgmlType::Q8_0: q_q8_0(x, static_cast<BlockQ8_0*>(dst), nb); break;
+    case GgmlType::IQ4_NL: q_iq4_nl(x, static_cast<BlockIQ4_NL*>(dst), nb); break;
+    case GgmlType::Q2_K: q_q2_k(x, static_cast<BlockQ2_K*>(dst), nb); break;
+    case GgmlType::Q3_K: q_q3_k(x, static_cast<BlockQ3_K*>(dst), nb); break;
+    case GgmlType::Q4_K: q_q45_k<BlockQ4_K, 15>(x, static_cast<BlockQ4_K*>(dst), nb); break;
+    case GgmlType::Q5_K: q_q45_k<BlockQ5_K, 31>(x, static_cast<BlockQ5_K*>(dst), nb); break;
+    case GgmlType::Q6_K: q_q6_k(x, static_cast<BlockQ6_K*>(dst), nb); break;
+    case GgmlType::Q8_K: q_q8_k(x, static_cast<BlockQ8_K*>(dst), nb); break;
+    default: break;
+  }
+}
+
+}  // namespace strata
