@@ -1,1 +1,166 @@
+// Kernel tests: every format's SIMD dot against the scalar reference on random blocks, and
+// quantize -> dequantize round-trip error bounds.
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "backend/thread_pool.h"
+#include "ops/ops.h"
+#include "quant/fp16.h"
+#include "quant/kernels.h"
+#include "quant/quant.h"
+
+using namespace strata;
+
+namespace {
+
+const GgmlType kFormats[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
+                             GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::Q2_K,
+                             GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+
+std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// Random bytes are valid blocks for every format except for NaN/inf scales: quantizing random
+// floats gives realistic blocks, raw random bytes exercise every code path of the bit layout.
+std::vector<uint8_t> random_row(GgmlType t, int n, uint32_t seed, bool raw) {
+  std::vector<uint8_t> row(row_bytes(t, n));
+  if (raw && t != GgmlType::F32 && t != GgmlType::F16 && t != GgmlType::BF16) {
+    std::mt19937 rng(seed);
+    for (auto& b : row) b = static_cast<uint8_t>(rng());
+    // Overwrite the fp16 scales with finite values so sums stay finite.
+    std::vector<float> ref(n);
+    dequantize_row_ref(t, row.data(), ref.data(), n);
+    bool finite = true;
+    for (float x : ref) finite &= std::isfinite(x) && std::fabs(x) < 1e6f;
+    if (finite) return row;
+  }
+  auto x = randn(n, seed);
+  quantize_row(t, x.data(), row.data(), n);
+  return row;
+}
+
+class KernelParity : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(KernelParity, SimdDotMatchesScalarReference) {
+  const KernelTable* simd = avx2_kernels();
+  if (!simd) GTEST_SKIP() << "CPU has no AVX2";
+  const GgmlType t = GetParam();
+  const int bs = type_info(t).block_size == 1 ? 32 : type_info(t).block_size;
+  for (int blocks : {1, 2, 3, 7}) {
+    for (int trial = 0; trial < 20; ++trial) {
+      int n = blocks * bs + (bs == 1 ? trial % 7 : 0);
+      auto row = random_row(t, n, 1000 * blocks + trial, trial % 2 == 0);
+      auto x = randn(n, 77 + trial);
+      float ref = dot_row_ref(t, n, row.data(), x.data());
+      // Bound from float rounding: n * eps * sum |w_i x_i|.
+      std::vector<float> w(n);
+      dequantize_row_ref(t, row.data(), w.data(), n);
+      double mag = 0;
+      for (int i = 0; i < n; ++i) mag += std::fabs(static_cast<double>(w[i]) * x[i]);
+      double tol = 4.0 * n * 1.19e-7 * mag + 1e-6;
+      EXPECT_NEAR(simd->dot_for(t)(n, row.data(), x.data()), ref, tol) << type_name(t) << " n=" << n;
+      EXPECT_NEAR(scalar_kernels().dot_for(t)(n, row.data(), x.data()), ref, tol) << type_name(t) << " n=" << n;
+      std::vector<float> deq(n);
+      simd->dequant_for(t)(row.data(), deq.data(), n);
+      EXPECT_EQ(0, std::memcmp(deq.data(), w.data(), n * sizeof(float))) << type_name(t);
+    }
+  }
+}
+
+// Round-trip error relative to the row's RMS: bounds from the code width of each format with
+// room for the min/max scale choice of the reference quantizer.
+double roundtrip_bound(GgmlType t) {
+  switch (t) {
+    case GgmlType::F32: return 0;
+    case GgmlType::F16: return 1e-3;
+    case GgmlType::BF16: return 8e-3;
+    case GgmlType::Q8_0: return 0.01;
+    case GgmlType::Q6_K: return 0.04;
+    case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q5_K: return 0.08;
+    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q4_K: case GgmlType::IQ4_NL: return 0.16;
+    case GgmlType::Q3_K: return 0.30;
+    case GgmlType::Q2_K: return 0.55;
+    default: return 1;
+  }
+}
+
+TEST_P(KernelParity, QuantizeRoundTripErrorIsBounded) {
+  const GgmlType t = GetParam();
+  const int n = 4096;
+  auto x = randn(n, 5);
+  std::vector<uint8_t> q(row_bytes(t, n));
+  quantize_row(t, x.data(), q.data(), n);
+  std::vector<float> y(n);
+  dequantize_row_ref(t, q.data(), y.data(), n);
+  double err = 0, ss = 0;
+  for (int i = 0; i < n; ++i) {
+    err += (x[i] - y[i]) * (x[i] - y[i]);
+    ss += x[i] * x[i];
+  }
+  double rel = std::sqrt(err / ss);
+  EXPECT_LE(rel, roundtrip_bound(t)) << type_name(t);
+  std::printf("  %-7s round-trip relative RMS error %.4f\n", type_name(t).c_str(), rel);
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, KernelParity, ::testing::ValuesIn(kFormats),
+                         [](const auto& info) { return type_name(info.param); });
+
+TEST(Fp16, ConversionIsExactAndRoundsToNearestEven) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    float f = fp16_to_fp32(static_cast<uint16_t>(h));
+    if (std::isnan(f)) continue;
+    EXPECT_EQ(fp32_to_fp16(f), h) << h;
+  }
+  EXPECT_EQ(fp32_to_fp16(1.0f + 1.0f / 2048), fp32_to_fp16(1.0f));          // tie rounds to even
+  EXPECT_EQ(fp32_to_fp16(1.0f + 3.0f / 2048), fp32_to_fp16(1.0f + 1.0f / 512));
+  EXPECT_EQ(fp32_to_fp16(70000.f), 0x7C00);
+  EXPECT_EQ(fp32_to_fp16(5.96e-8f), 0x0001);
+}
+
+TEST(Ops, MatmulMatchesReferenceAcrossThreadCounts) {
+  const int rows = 37, cols = 256, ntok = 3;
+  auto w = randn(rows * cols, 1);
+  std::vector<uint8_t> wq(row_bytes(GgmlType::Q4_K, cols) * rows);
+  for (int r = 0; r < rows; ++r) quantize_row(GgmlType::Q4_K, w.data() + r * cols, wq.data() + r * row_bytes(GgmlType::Q4_K, cols), cols);
+  ops::Matrix m{GgmlType::Q4_K, rows, cols, wq.data(), row_bytes(GgmlType::Q4_K, cols)};
+  auto x = randn(ntok * cols, 2);
+  std::vector<float> y1(ntok * rows), y2(ntok * rows);
+  ThreadPool p1(1), p2(2);
+  ops::matmul(m, x.data(), ntok, y1.data(), p1);
+  ops::matmul(m, x.data(), ntok, y2.data(), p2);
+  EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * 4));
+  for (int t = 0; t < ntok; ++t)
+    for (int r = 0; r < rows; ++r)
+      EXPECT_NEAR(y1[t * rows + r], dot_row_ref(GgmlType::Q4_K, cols, m.row(r), x.data() + t * cols), 1e-3);
+}
+
+TEST(Ops, RopeVariantsRotatePairs) {
+  std::vector<float> a = {1, 0, 0, 0}, b = {1, 0, 0, 0};
+  ops::rope(a.data(), 1, 4, 4, 1, 10000.f, false);  // pairs (0,1), (2,3)
+  ops::rope(b.data(), 1, 4, 4, 1, 10000.f, true);   // pairs (0,2), (1,3)
+  EXPECT_NEAR(a[0], std::cos(1.0), 1e-6);
+  EXPECT_NEAR(a[1], std::sin(1.0), 1e-6);
+  EXPECT_NEAR(b[0], std::cos(1.0), 1e-6);
+  EXPECT_NEAR(b[2], std::sin(1.0), 1e-6);
+  EXPECT_EQ(b[1], 0.f);
+}
+
+TEST(Ops, RmsNormAndSoftmax) {
+  std::vector<float> x = {3, 4}, y(2), w = {1, 2};
+  ops::rms_norm(x.data(), w.data(), 2, 0.f, y.data());
+  EXPECT_NEAR(y[0], 3 / std::sqrt(12.5), 1e-6);
+  EXPECT_NEAR(y[1], 8 / std::sqrt(12.5), 1e-6);
+  std::vector<float> s = {1000, 1000, 0};
+  ops::softmax(s.data(), 3);
+  EXPECT_NEAR(s[0], 0.5, 1e-6);
+  EXPECT_NEAR(s[2], 0.0, 1e-6);
+}
+
+}  // namespace

@@ -7,6 +7,7 @@ namespace strata::cli {
 void add_info(CLI::App& app);
 void add_run(CLI::App& app);
 void add_logits(CLI::App& app);
+void add_tokenize(CLI::App& app);
 
 // Shared parsing helpers.
 std::vector<int32_t> parse_ids(const std::string& s);  // "1,2,3" -> {1,2,3}; throws on junk

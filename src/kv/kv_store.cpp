@@ -30,8 +30,9 @@ KvStore::KvStore(const Config& cfg) : cfg_(cfg) {
   k_bytes_per_cell_ = bpv * cfg.n_kv_heads * cfg.head_dim_k;
   v_bytes_per_cell_ = bpv * cfg.n_kv_heads * cfg.head_dim_v;
   page_bytes_ = (k_bytes_per_cell_ + v_bytes_per_cell_) * cfg.page_size;
-  int pages_per_layer = (cfg.max_cells + cfg.page_size - 1) / cfg.page_size;
-  n_pages_total_ = pages_per_layer * cfg.n_layers;
+  pages_per_layer_ = (cfg.max_cells + cfg.page_size - 1) / cfg.page_size;
+  n_pages_total_ = pages_per_layer_ * cfg.n_layers;
+  layer_pages_.assign(cfg.n_layers, 0);
 }
 
 KvStore::~KvStore() = default;
@@ -78,15 +79,13 @@ uint8_t* KvStore::page_ptr(int id) const {
   return slabs_[id / kPagesPerSlab].get() + static_cast<size_t>(id % kPagesPerSlab) * page_bytes_;
 }
 
-int KvStore::alloc_page() {
+int KvStore::alloc_page(int layer) {
+  ++layer_pages_[layer];
   if (!free_.empty()) {
     int id = free_.back();
     free_.pop_back();
     return id;
   }
-  if (pages_allocated_ >= n_pages_total_)
-    throw Error("KV cache full: " + std::to_string(n_pages_total_) + " pages of " + std::to_string(cfg_.page_size) +
-                " cells are in use (raise --ctx)");
   if (pages_allocated_ % kPagesPerSlab == 0)
     slabs_.emplace_back(new uint8_t[page_bytes_ * kPagesPerSlab]());
   return pages_allocated_++;
@@ -108,12 +107,18 @@ void KvStore::append(SeqId s, int layer, int pos, int n, const float* k, const f
     throw Error("KV append: position " + std::to_string(pos) + " but layer " + std::to_string(layer) + " holds " +
                 std::to_string(q.len[layer]) + " cells");
   const int P = cfg_.page_size;
+  // Check capacity before writing anything, so a refused append changes nothing.
+  int need = (pos + n + P - 1) / P - static_cast<int>(q.pages[layer].size());
+  if (need > 0 && layer_pages_[layer] + need > pages_per_layer_)
+    throw Error("KV cache full: appending " + std::to_string(n) + " cells needs " + std::to_string(need) +
+                " more pages, layer " + std::to_string(layer) + " has " + std::to_string(pages_per_layer_ - layer_pages_[layer]) +
+                " of " + std::to_string(pages_per_layer_) + " free (raise --ctx)");
   const int kv_k = cfg_.n_kv_heads * cfg_.head_dim_k, kv_v = cfg_.n_kv_heads * cfg_.head_dim_v;
   for (int i = 0; i < n; ++i) {
     int p = pos + i;
     int page_idx = p / P, slot = p % P;
     auto& pages = q.pages[layer];
-    if (page_idx == static_cast<int>(pages.size())) pages.push_back(alloc_page());
+    if (page_idx == static_cast<int>(pages.size())) pages.push_back(alloc_page(layer));
     uint8_t* base = page_ptr(pages[page_idx]);
     store_values(k + static_cast<size_t>(i) * kv_k, base + slot * k_bytes_per_cell_, kv_k);
     store_values(v + static_cast<size_t>(i) * kv_v, base + P * k_bytes_per_cell_ + slot * v_bytes_per_cell_, kv_v);
@@ -133,6 +138,7 @@ void KvStore::truncate(SeqId s, int n) {
     while (pages.size() > keep) {
       free_.push_back(pages.back());
       pages.pop_back();
+      --layer_pages_[l];
     }
   }
 }

@@ -70,13 +70,15 @@ class KvStore {
   };
   Seq& seq(SeqId s);
   const Seq& seq(SeqId s) const;
-  int alloc_page();
+  int alloc_page(int layer);
   uint8_t* page_ptr(int id) const;
   void store_values(const float* src, uint8_t* dst, int n_values) const;
 
   Config cfg_;
   size_t k_bytes_per_cell_ = 0, v_bytes_per_cell_ = 0, page_bytes_ = 0;
   int n_pages_total_ = 0;
+  int pages_per_layer_ = 0;
+  std::vector<int> layer_pages_;                  // [layer] pages held by sequences
   std::vector<std::unique_ptr<uint8_t[]>> slabs_;  // pages are allocated lazily in slabs
   int pages_allocated_ = 0;
   std::vector<int> free_;

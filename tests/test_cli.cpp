@@ -1,0 +1,124 @@
+// End-to-end tests of the strata binary: outputs scripts rely on, and clear errors for bad input.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+#include "test_util.h"
+
+using namespace strata;
+
+namespace {
+
+struct Result {
+  int code;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+Result run(const std::string& args) {
+  char errfile[] = "/tmp/strata_cli_err_XXXXXX";
+  int fd = mkstemp(errfile);
+  close(fd);
+  std::string cmd = std::string(STRATA_BINARY) + " " + args + " 2>" + errfile + " </dev/null";
+  Result r{0, "", ""};
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  r.err = test::read_file(errfile);
+  std::remove(errfile);
+  return r;
+}
+
+std::string last_line(const std::string& s) {
+  std::string t = s;
+  while (!t.empty() && t.back() == '\n') t.pop_back();
+  auto nl = t.rfind('\n');
+  return nl == std::string::npos ? t : t.substr(nl + 1);
+}
+
+TEST(Cli, RunPrintIdsMatchesOracleGreedy) {
+  auto j = nlohmann::json::parse(test::read_file(test::shared_dir() + "/oracle/stories260K/greedy48_p1_lily.json"));
+  std::string ids;
+  for (int id : j["prompt_ids"]) ids += (ids.empty() ? "" : ",") + std::to_string(id);
+  std::string want;
+  for (int id : j["generated_ids"]) want += (want.empty() ? "" : ",") + std::to_string(id);
+  auto r = run("run -m " + test::model_path("stories260K") + " --ids " + ids + " -n 48 --temp 0 --ignore-eos --print-ids -t 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(last_line(r.out), want);
+  EXPECT_NE(r.err.find("tok/s"), std::string::npos);  // speed report
+}
+
+TEST(Cli, RunRespectsTokenLimit) {
+  auto r = run("run -m " + test::model_path("stories260K") + " -p \"Once upon a time\" -n 10 --temp 0.8 --seed 3 --print-ids");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("Once upon a time", 0), 0u);
+  auto ids = last_line(r.out);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), ','), 9);
+  auto again = run("run -m " + test::model_path("stories260K") + " -p \"Once upon a time\" -n 10 --temp 0.8 --seed 3 --print-ids");
+  EXPECT_EQ(again.out, r.out);  // same seed, same text
+}
+
+TEST(Cli, LogitsFromPromptWritesEveryPosition) {
+  std::string out = "/tmp/strata_cli_logits.f32";
+  auto r = run("logits -m " + test::model_path("stories260K") + " -p \"The cat sat on the mat and looked at the dog.\" -o " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(last_line(r.out), "1,291,280,294,262,294,353,265,284,294,269,278,347,355,261,413,265,400,428,426");
+  auto logits = test::read_f32(out);
+  auto ref = test::read_f32(test::shared_dir() + "/oracle/stories260K/p2_cat.f32");
+  ASSERT_EQ(logits.size(), ref.size());
+  for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(logits[i], ref[i], 0.05);
+  std::remove(out.c_str());
+}
+
+TEST(Cli, InfoDescribesModel) {
+  auto r = run("info -m " + test::model_path("tiny-gemma3-F16") + " --ctx 1024");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("architecture gemma3"), std::string::npos);
+  EXPECT_NE(r.out.find("sliding window 32 on 2 of 4 layers"), std::string::npos);
+  EXPECT_NE(r.out.find("KV cache"), std::string::npos);
+  EXPECT_NE(r.out.find("blk.0.attn_q.weight"), std::string::npos);
+}
+
+TEST(Cli, BadInputGivesOneLineErrorAndNonZeroExit) {
+  std::string trunc = "/tmp/strata_cli_trunc.gguf";
+  {
+    std::string b = test::read_file(test::model_path("stories260K"));
+    std::ofstream(trunc, std::ios::binary).write(b.data(), static_cast<std::streamsize>(b.size() / 3));
+  }
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"run -m /nonexistent.gguf -p hi", "cannot open"},
+      {"run -m " + trunc + " -p hi", "truncated"},
+      {"run -m " + test::shared_dir() + "/README.md -p hi", "not a GGUF"},
+      {"run -m " + test::model_path("stories260K") + " --ids 1,x,3", "not a token id"},
+      {"run -m " + test::model_path("stories260K") + " --ids 1,99999", "outside the vocabulary"},
+      {"run -m " + test::model_path("stories260K"), "give a prompt"},
+      {"run -m " + test::model_path("stories260K") + " -p hi --kv q9", "unknown KV format"},
+      {"run -m " + test::model_path("stories260K") + " -p \"a long prompt for a tiny context\" --ctx 4", "context"},
+      {"run -m " + test::model_path("tiny-qwen3moe-F16") + " -p hi", "not supported"},
+      {"frobnicate", ""},
+      {"run -p hi", "model"},
+  };
+  for (const auto& [args, needle] : cases) {
+    auto r = run(args);
+    EXPECT_NE(r.code, 0) << args;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << args << " -> " << r.err;
+    EXPECT_LT(r.err.size(), 2000u) << args;
+  }
+  std::remove(trunc.c_str());
+}
+
+TEST(Cli, TokenizeShowsPieces) {
+  auto r = run("tokenize -m " + test::shared_dir() + "/tokenizer/ggml-vocab-qwen2.gguf -p \"<|im_start|>hi\" --special --ids");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.substr(0, 6), "151644");
+}
+
+}  // namespace
