@@ -47,9 +47,15 @@ std::string last_line(const std::string& s) {
 TEST(Cli, RunPrintIdsMatchesOracleGreedy) {
   auto j = nlohmann::json::parse(test::read_file(test::shared_dir() + "/oracle/stories260K/greedy48_p1_lily.json"));
   std::string ids;
-  for (int id : j["prompt_ids"]) ids += (ids.empty() ? "" : ",") + std::to_string(id);
+  for (int id : j["prompt_ids"]) {
+    if (!ids.empty()) ids += ',';
+    ids += std::to_string(id);
+  }
   std::string want;
-  for (int id : j["generated_ids"]) want += (want.empty() ? "" : ",") + std::to_string(id);
+  for (int id : j["generated_ids"]) {
+    if (!want.empty()) want += ',';
+    want += std::to_string(id);
+  }
   auto r = run("run -m " + test::model_path("stories260K") + " --ids " + ids + " -n 48 --temp 0 --ignore-eos --print-ids -t 2");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(last_line(r.out), want);

@@ -101,7 +101,8 @@ void Writer::add_tensor(const std::string& name, std::vector<int64_t> dims, Ggml
 
 std::vector<uint8_t> Writer::to_bytes() const {
   std::vector<uint8_t> b;
-  b.insert(b.end(), {'G', 'G', 'U', 'F'});
+  b.reserve(1 << 16);
+  put<uint32_t>(b, 0x46554747);  // "GGUF" read as a little-endian u32
   put<uint32_t>(b, 3);
   put<uint64_t>(b, tensors_.size());
   put<uint64_t>(b, entries_.size());

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer target with clang and fuzzes the GGUF reader for ${1:-60} seconds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs="${1:-60}"
+dir=build-fuzz
+CC=clang CXX=clang++ cmake -S . -B $dir -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_FUZZ=ON -DSTRATA_TESTS=OFF \
+  -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined" >/dev/null
+cmake --build $dir -j"${JOBS:-2}" --target fuzz_gguf
+mkdir -p $dir/corpus
+# Seed: a small valid GGUF with a SentencePiece vocabulary and one tensor.
+python3 - "$dir/corpus/seed.gguf" <<'PY'
+import struct, sys
+def s(x): b = x.encode(); return struct.pack('<Q', len(b)) + b
+kv = []
+kv.append(s('general.architecture') + struct.pack('<I', 8) + s('llama'))
+kv.append(s('tokenizer.ggml.model') + struct.pack('<I', 8) + s('llama'))
+toks = ['<unk>', '<s>', '</s>', '\u2581Hello', '\u2581world', 'H', 'e', 'l', 'o', '<0x31>']
+kv.append(s('tokenizer.ggml.tokens') + struct.pack('<IIQ', 9, 8, len(toks)) + b''.join(s(t) for t in toks))
+kv.append(s('tokenizer.ggml.scores') + struct.pack('<IIQ', 9, 6, len(toks)) + struct.pack('<%df' % len(toks), *range(len(toks))))
+kv.append(s('tokenizer.ggml.token_type') + struct.pack('<IIQ', 9, 5, len(toks)) + struct.pack('<%di' % len(toks), 2, 3, 3, 1, 1, 1, 1, 1, 1, 6))
+kv.append(s('tokenizer.ggml.bos_token_id') + struct.pack('<II', 4, 1))
+tensor = s('w') + struct.pack('<IQQIQ', 2, 32, 2, 8, 0)
+head = b'GGUF' + struct.pack('<IQQ', 3, 1, len(kv)) + b''.join(kv) + tensor
+head += b'\0' * (-len(head) % 32)
+open(sys.argv[1], 'wb').write(head + bytes(68))
+PY
+$dir/fuzz/fuzz_gguf $dir/corpus -max_total_time="$secs" -max_len=65536 -print_final_stats=1 2>&1 | tail -n 12
