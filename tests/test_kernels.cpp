@@ -74,6 +74,47 @@ TEST_P(KernelParity, SimdDotMatchesScalarReference) {
   }
 }
 
+TEST_P(KernelParity, IntegerDotOnQuantizedActivationsMatchesReference) {
+  const KernelTable* simd = avx2_kernels();
+  if (!simd) GTEST_SKIP() << "CPU has no AVX2";
+  const GgmlType t = GetParam();
+  const QDotFn dq = simd->dotq[static_cast<int>(t)];
+  if (!dq) GTEST_SKIP() << type_name(t) << " has no integer kernel (matmul uses the float one)";
+  const GgmlType at = activation_type(t);
+  const int bs = type_info(at).block_size;
+  for (int blocks : {1, 2, 5, 8}) {
+    for (int trial = 0; trial < 20; ++trial) {
+      int n = blocks * std::max(bs, type_info(t).block_size);
+      auto row = random_row(t, n, 500 * blocks + trial, trial % 2 == 0);
+      auto x = randn(n, 91 + trial, trial % 3 ? 1.f : 50.f);
+      std::vector<uint8_t> xq(row_bytes(at, n));
+      quantize_row(at, x.data(), xq.data(), n);
+      std::vector<float> xd(n), w(n);
+      dequantize_row_ref(at, xq.data(), xd.data(), n);
+      dequantize_row_ref(t, row.data(), w.data(), n);
+      double mag = 0;
+      for (int i = 0; i < n; ++i) mag += std::fabs(static_cast<double>(w[i]) * xd[i]);
+      EXPECT_NEAR(dq(n, row.data(), xq.data()), dot_row_ref(t, n, row.data(), xd.data()), 4.0 * n * 1.19e-7 * mag + 1e-6)
+          << type_name(t) << " n=" << n;
+    }
+  }
+}
+
+TEST(Quant, Q8ActivationQuantizerMatchesGgmlRounding) {
+  // 127/amax scaling and ties to even: x = 0.5 * amax/127 * k lands exactly on .5 for odd k.
+  std::vector<float> x(32, 0.f);
+  x[0] = 127.f;
+  x[1] = 2.5f;
+  x[2] = 3.5f;
+  x[3] = -2.5f;
+  BlockQ8_0 b;
+  quantize_row(GgmlType::Q8_0, x.data(), &b, 32);
+  EXPECT_EQ(b.qs[0], 127);
+  EXPECT_EQ(b.qs[1], 2);
+  EXPECT_EQ(b.qs[2], 4);
+  EXPECT_EQ(b.qs[3], -2);
+}
+
 // Round-trip error relative to the row's RMS: bounds from the code width of each format with
 // room for the min/max scale choice of the reference quantizer.
 double roundtrip_bound(GgmlType t) {
@@ -136,9 +177,16 @@ TEST(Ops, MatmulMatchesReferenceAcrossThreadCounts) {
   ops::matmul(m, x.data(), ntok, y1.data(), p1);
   ops::matmul(m, x.data(), ntok, y2.data(), p2);
   EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * 4));
+  // Reference: the activations as matmul sees them, quantized to Q8_K and back.
+  std::vector<float> xa(x.size());
+  std::vector<uint8_t> xq(row_bytes(GgmlType::Q8_K, cols));
+  for (int t = 0; t < ntok; ++t) {
+    quantize_row(GgmlType::Q8_K, x.data() + t * cols, xq.data(), cols);
+    dequantize_row_ref(GgmlType::Q8_K, xq.data(), xa.data() + t * cols, cols);
+  }
   for (int t = 0; t < ntok; ++t)
     for (int r = 0; r < rows; ++r)
-      EXPECT_NEAR(y1[t * rows + r], dot_row_ref(GgmlType::Q4_K, cols, m.row(r), x.data() + t * cols), 1e-3);
+      EXPECT_NEAR(y1[t * rows + r], dot_row_ref(GgmlType::Q4_K, cols, m.row(r), xa.data() + t * cols), 1e-3);
 }
 
 TEST(Ops, RopeVariantsRotatePairs) {

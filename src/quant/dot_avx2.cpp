@@ -209,8 +209,11 @@ void deq_f16_avx2(const void* src, float* y, int64_t n) {
 
 }  // namespace
 
+void fill_avx2_int_kernels(KernelTable& t);
+
 void fill_avx2_kernels(KernelTable& t) {
   t.isa = "avx2";
+  fill_avx2_int_kernels(t);
   auto set = [&](GgmlType ty, DotFn f) { t.dot[static_cast<int>(ty)] = f; };
   set(GgmlType::F32, dot_f32);
   set(GgmlType::F16, dot_f16);
@@ -227,6 +230,211 @@ void fill_avx2_kernels(KernelTable& t) {
   set(GgmlType::Q5_K, dot_kquant<BlockQ5_K, deq_q5_k>);
   set(GgmlType::Q6_K, dot_kquant<BlockQ6_K, deq_q6_k>);
   t.dequant[static_cast<int>(GgmlType::F16)] = deq_f16_avx2;
+}
+
+}  // namespace strata
+
+// ---- Integer kernels on Q8_0-quantized activations ----
+namespace strata {
+namespace {
+
+// Sum over 32 lanes of w * x (signed bytes) as 8 int32 lanes, via the sign trick so that
+// maddubs (unsigned x signed) can be used.
+inline __m256i dot_i8x32(__m256i w, __m256i x) {
+  __m256i aw = _mm256_sign_epi8(w, w);
+  __m256i sx = _mm256_sign_epi8(x, w);
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), _mm256_set1_epi16(1));
+}
+// Same for unsigned codes w.
+inline __m256i dot_u8i8x32(__m256i w, __m256i x) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1));
+}
+inline __m256i nibbles32(const uint8_t* qs) {
+  __m128i lo, hi;
+  nibbles(qs, lo, hi);
+  return _mm256_set_m128i(hi, lo);
+}
+inline __m256i load32(const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+float dotq_q8_0(int n, const void* w, const void* xq) {
+  const BlockQ8_0* b = static_cast<const BlockQ8_0*>(w);
+  const BlockQ8_0* y = static_cast<const BlockQ8_0*>(xq);
+  __m256 acc = _mm256_setzero_ps();
+  for (int i = 0; i < n / 32; ++i) {
+    __m256 p = _mm256_cvtepi32_ps(dot_i8x32(load32(b[i].qs), load32(y[i].qs)));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16_to_fp32(b[i].d) * fp16_to_fp32(y[i].d)), p, acc);
+  }
+  return hsum(acc);
+}
+
+float dotq_q4_0(int n, const void* w, const void* xq) {
+  const BlockQ4_0* b = static_cast<const BlockQ4_0*>(w);
+  const BlockQ8_0* y = static_cast<const BlockQ8_0*>(xq);
+  const __m256i eight = _mm256_set1_epi8(8);
+  __m256 acc = _mm256_setzero_ps();
+  for (int i = 0; i < n / 32; ++i) {
+    __m256i q = _mm256_sub_epi8(nibbles32(b[i].qs), eight);
+    __m256 p = _mm256_cvtepi32_ps(dot_i8x32(q, load32(y[i].qs)));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16_to_fp32(b[i].d) * fp16_to_fp32(y[i].d)), p, acc);
+  }
+  return hsum(acc);
+}
+
+float dotq_iq4_nl(int n, const void* w, const void* xq) {
+  const BlockIQ4_NL* b = static_cast<const BlockIQ4_NL*>(w);
+  const BlockQ8_0* y = static_cast<const BlockQ8_0*>(xq);
+  const __m128i t128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
+  const __m256i table = _mm256_set_m128i(t128, t128);
+  __m256 acc = _mm256_setzero_ps();
+  for (int i = 0; i < n / 32; ++i) {
+    __m256i q = _mm256_shuffle_epi8(table, nibbles32(b[i].qs));
+    __m256 p = _mm256_cvtepi32_ps(dot_i8x32(q, load32(y[i].qs)));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16_to_fp32(b[i].d) * fp16_to_fp32(y[i].d)), p, acc);
+  }
+  return hsum(acc);
+}
+
+inline __m256i high_bits32(const uint8_t* qh4) {
+  uint32_t qh;
+  std::memcpy(&qh, qh4, 4);
+  return _mm256_set_m128i(bits_to_0x10(qh >> 16), bits_to_0x10(qh));
+}
+
+float dotq_q5_0(int n, const void* w, const void* xq) {
+  const BlockQ5_0* b = static_cast<const BlockQ5_0*>(w);
+  const BlockQ8_0* y = static_cast<const BlockQ8_0*>(xq);
+  const __m256i sixteen = _mm256_set1_epi8(16);
+  __m256 acc = _mm256_setzero_ps();
+  for (int i = 0; i < n / 32; ++i) {
+    __m256i q = _mm256_sub_epi8(_mm256_or_si256(nibbles32(b[i].qs), high_bits32(b[i].qh)), sixteen);
+    __m256 p = _mm256_cvtepi32_ps(dot_i8x32(q, load32(y[i].qs)));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16_to_fp32(b[i].d) * fp16_to_fp32(y[i].d)), p, acc);
+  }
+  return hsum(acc);
+}
+
+// Sum of the 32 activation codes of a block (for the min term of Q4_1 / Q5_1).
+inline int sum_codes(const int8_t* qs) {
+  __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), load32(qs)), _mm256_set1_epi16(1));
+  __m128i t = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
+  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
+  return _mm_cvtsi128_si32(t);
+}
+
+template <typename Block, bool kFive>
+float dotq_q41_q51(int n, const void* w, const void* xq) {
+  const Block* b = static_cast<const Block*>(w);
+  const BlockQ8_0* y = static_cast<const BlockQ8_0*>(xq);
+  __m256 acc = _mm256_setzero_ps();
+  float acc_m = 0;
+  for (int i = 0; i < n / 32; ++i) {
+    __m256i q = nibbles32(b[i].qs);
+    if constexpr (kFive) q = _mm256_or_si256(q, high_bits32(b[i].qh));
+    float dy = fp16_to_fp32(y[i].d);
+    __m256 p = _mm256_cvtepi32_ps(dot_u8i8x32(q, load32(y[i].qs)));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16_to_fp32(b[i].d) * dy), p, acc);
+    acc_m += fp16_to_fp32(b[i].m) * dy * static_cast<float>(sum_codes(y[i].qs));
+  }
+  return hsum(acc) + acc_m;
+}
+
+
+// ---- K-quants on Q8_K-quantized activations ----
+
+// Sum of the eight i32 lanes.
+inline int hsum_i32(__m256i v) {
+  __m128i t = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
+  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
+  return _mm_cvtsi128_si32(t);
+}
+
+// Q4_K and Q5_K: eight 32-element sub-blocks, each with a 6-bit scale and min.
+template <typename Block, bool kFive>
+float dotq_q45_k(int n, const void* w, const void* xq) {
+  const Block* b = static_cast<const Block*>(w);
+  const BlockQ8_K* y = static_cast<const BlockQ8_K*>(xq);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  float total = 0;
+  for (int i = 0; i < n / 256; ++i) {
+    uint8_t sc[8], mn[8];
+    for (int j = 0; j < 8; ++j) get_scale_min_k4(j, b[i].scales, sc[j], mn[j]);
+    int sum_mins = 0;
+    for (int j = 0; j < 8; ++j) sum_mins += mn[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+    __m256i acc = _mm256_setzero_si256();
+    __m256i qh = _mm256_setzero_si256();
+    if constexpr (kFive) qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qh));
+    for (int j = 0; j < 4; ++j) {
+      __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qs + 32 * j));
+      __m256i lo = _mm256_and_si256(q, m4);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+      if constexpr (kFive) {
+        const __m256i bit_lo = _mm256_set1_epi8(static_cast<char>(1 << (2 * j)));
+        const __m256i bit_hi = _mm256_set1_epi8(static_cast<char>(2 << (2 * j)));
+        lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_lo), bit_lo), _mm256_set1_epi8(16)));
+        hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_hi), bit_hi), _mm256_set1_epi8(16)));
+      }
+      __m256i p_lo = _mm256_maddubs_epi16(lo, load32(y[i].qs + 64 * j));
+      __m256i p_hi = _mm256_maddubs_epi16(hi, load32(y[i].qs + 64 * j + 32));
+      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p_lo, _mm256_set1_epi16(sc[2 * j])));
+      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p_hi, _mm256_set1_epi16(sc[2 * j + 1])));
+    }
+    total += y[i].d * fp16_to_fp32(b[i].d) * static_cast<float>(hsum_i32(acc)) -
+             y[i].d * fp16_to_fp32(b[i].dmin) * static_cast<float>(sum_mins);
+  }
+  return total;
+}
+
+// Q6_K: sixteen 16-element groups with signed 8-bit scales, codes 0..63 offset by 32.
+float dotq_q6_k(int n, const void* w, const void* xq) {
+  const BlockQ6_K* b = static_cast<const BlockQ6_K*>(w);
+  const BlockQ8_K* y = static_cast<const BlockQ8_K*>(xq);
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
+  float total = 0;
+  for (int i = 0; i < n / 256; ++i) {
+    const int8_t* sc = b[i].scales;
+    int offset = 0;  // sum over groups of scale * 32 * sum(q8)
+    for (int g = 0; g < 16; ++g) offset += sc[g] * y[i].bsums[g];
+    __m256i acc = _mm256_setzero_si256();
+    for (int half = 0; half < 2; ++half) {
+      const uint8_t* ql = b[i].ql + 64 * half;
+      __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+      __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
+      __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qh + 32 * half));
+      __m256i q[4] = {
+          _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m3), 4)),
+          _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m3), 4)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m3), 4)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4)),
+      };
+      for (int k = 0; k < 4; ++k) {
+        const int g = 8 * half + 2 * k;  // groups g (first 16 codes) and g + 1
+        __m256i p = _mm256_maddubs_epi16(q[k], load32(y[i].qs + 128 * half + 32 * k));
+        __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g]));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, s));
+      }
+    }
+    total += y[i].d * fp16_to_fp32(b[i].d) * static_cast<float>(hsum_i32(acc) - 32 * offset);
+  }
+  return total;
+}
+
+}  // namespace
+
+void fill_avx2_int_kernels(KernelTable& t) {
+  auto set = [&](GgmlType ty, QDotFn f) { t.dotq[static_cast<int>(ty)] = f; };
+  set(GgmlType::Q8_0, dotq_q8_0);
+  set(GgmlType::Q4_0, dotq_q4_0);
+  set(GgmlType::Q5_0, dotq_q5_0);
+  set(GgmlType::IQ4_NL, dotq_iq4_nl);
+  set(GgmlType::Q4_1, dotq_q41_q51<BlockQ4_1, false>);
+  set(GgmlType::Q5_1, dotq_q41_q51<BlockQ5_1, true>);
+  set(GgmlType::Q4_K, dotq_q45_k<BlockQ4_K, false>);
+  set(GgmlType::Q5_K, dotq_q45_k<BlockQ5_K, true>);
+  set(GgmlType::Q6_K, dotq_q6_k);
 }
 
 }  // namespace strata

@@ -19,6 +19,18 @@ DequantFn KernelTable::dequant_for(GgmlType t) const {
   return dequant[id];
 }
 
+GgmlType activation_type(GgmlType w) {
+  switch (w) {
+    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q8_0:
+    case GgmlType::IQ4_NL:
+      return GgmlType::Q8_0;
+    case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
+      return GgmlType::Q8_K;
+    default:
+      return GgmlType::F32;
+  }
+}
+
 const KernelTable& scalar_kernels() {
   static const KernelTable t = [] { KernelTable k; fill_scalar_kernels(k); return k; }();
   return t;

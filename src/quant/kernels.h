@@ -9,6 +9,12 @@ namespace strata {
 
 using DotFn = float (*)(int n, const void* w, const float* x);       // sum_i w[i] * x[i]
 using DequantFn = void (*)(const void* src, float* dst, int64_t n);  // dst[i] = w[i]
+// Dot of a weight row with activations already quantized to activation_type(weight type).
+using QDotFn = float (*)(int n, const void* w, const void* xq);
+
+// Activations are quantized once per matmul to the format ggml pairs with each weight format:
+// Q8_0 for the 32-element block formats, Q8_K for the K-quants, and left in f32 for float weights.
+GgmlType activation_type(GgmlType weight);
 
 constexpr int kMaxTypes = 40;
 
@@ -16,6 +22,8 @@ struct KernelTable {
   const char* isa = "scalar";
   DotFn dot[kMaxTypes] = {};
   DequantFn dequant[kMaxTypes] = {};
+  QDotFn dotq[kMaxTypes] = {};  // integer kernels; where absent, matmul dequantizes the quantized
+                                // activations and uses dot[] (same values, float arithmetic)
 
   DotFn dot_for(GgmlType t) const;          // throws when the format has no kernel
   DequantFn dequant_for(GgmlType t) const;  // throws when the format has no kernel

@@ -26,7 +26,8 @@ void q_q8_0(const float* x, BlockQ8_0* b, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += 32) {
     float amax = 0;
     for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
-    float d = amax / 127.f, id = d ? 1.f / d : 0.f;
+    // id = 127/amax rather than 1/d, and ties to even: the values ggml's activation quantizer gives.
+    float d = amax / 127.f, id = amax != 0.f ? 127.f / amax : 0.f;
     b[i].d = fp32_to_fp16(d);
     for (int j = 0; j < 32; ++j) b[i].qs[j] = static_cast<int8_t>(nearest_int(x[j] * id));
   }
