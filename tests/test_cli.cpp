@@ -121,6 +121,19 @@ TEST(Cli, BadInputGivesOneLineErrorAndNonZeroExit) {
   std::remove(trunc.c_str());
 }
 
+TEST(Cli, BenchJsonHasDocumentedFields) {
+  auto r = run("bench -m " + test::model_path("stories260K") + " -p 16 -n 8 -r 2 -t 2 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  for (const char* k : {"pp_tokens_per_s", "tg_tokens_per_s", "model_bytes_per_token", "bandwidth_gbps", "bandwidth_fraction"}) {
+    ASSERT_TRUE(j.contains(k)) << k;
+    EXPECT_TRUE(j[k].is_number()) << k;
+    EXPECT_GT(j[k].get<double>(), 0) << k;
+  }
+  double want = j["model_bytes_per_token"].get<double>() * j["tg_tokens_per_s"].get<double>() / (j["bandwidth_gbps"].get<double>() * 1e9);
+  EXPECT_NEAR(j["bandwidth_fraction"].get<double>(), want, 1e-9 + want * 1e-9);
+}
+
 TEST(Cli, TokenizeShowsPieces) {
   auto r = run("tokenize -m " + test::shared_dir() + "/tokenizer/ggml-vocab-qwen2.gguf -p \"<|im_start|>hi\" --special --ids");
   ASSERT_EQ(r.code, 0) << r.err;

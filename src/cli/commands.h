@@ -8,6 +8,7 @@ void add_info(CLI::App& app);
 void add_run(CLI::App& app);
 void add_logits(CLI::App& app);
 void add_tokenize(CLI::App& app);
+void add_bench(CLI::App& app);
 
 // Shared parsing helpers.
 std::vector<int32_t> parse_ids(const std::string& s);  // "1,2,3" -> {1,2,3}; throws on junk

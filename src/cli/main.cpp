@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   strata::cli::add_run(app);
   strata::cli::add_logits(app);
   strata::cli::add_tokenize(app);
+  strata::cli::add_bench(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -9,6 +9,8 @@ namespace strata {
 
 namespace {
 
+inline float h2f(uint16_t h) { return _cvtsh_ss(h); }  // F16C
+
 inline float hsum(__m256 v) {
   __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
   lo = _mm_add_ps(lo, hi);
@@ -55,7 +57,7 @@ float dot_f16(int n, const void* w, const float* x) {
   }
   for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(ld(i), _mm256_loadu_ps(x + i), s0);
   float s = hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-  for (; i < n; ++i) s += fp16_to_fp32(a[i]) * x[i];
+  for (; i < n; ++i) s += h2f(a[i]) * x[i];
   return s;
 }
 
@@ -79,7 +81,7 @@ float dot_q8_0(int n, const void* w, const float* x) {
     __m256 t = _mm256_setzero_ps();
     t = fma_i8x16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[i].qs)), x, t);
     t = fma_i8x16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[i].qs + 16)), x + 16, t);
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16_to_fp32(b[i].d)), t, acc);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b[i].d)), t, acc);
   }
   return hsum(acc);
 }
@@ -101,7 +103,7 @@ float dot_q4_0(int n, const void* w, const float* x) {
     nibbles(b[i].qs, lo, hi);
     __m256 t = fma_i8x16(_mm_sub_epi8(lo, eight), x, _mm256_setzero_ps());
     t = fma_i8x16(_mm_sub_epi8(hi, eight), x + 16, t);
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16_to_fp32(b[i].d)), t, acc);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b[i].d)), t, acc);
   }
   return hsum(acc);
 }
@@ -116,8 +118,8 @@ float dot_q4_1(int n, const void* w, const float* x) {
     t = fma_i8x16(hi, x + 16, t);
     __m256 sx = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(x), _mm256_loadu_ps(x + 8)),
                               _mm256_add_ps(_mm256_loadu_ps(x + 16), _mm256_loadu_ps(x + 24)));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16_to_fp32(b[i].d)), t, acc);
-    accm = _mm256_fmadd_ps(_mm256_set1_ps(fp16_to_fp32(b[i].m)), sx, accm);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b[i].d)), t, acc);
+    accm = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b[i].m)), sx, accm);
   }
   return hsum(_mm256_add_ps(acc, accm));
 }
@@ -144,7 +146,7 @@ float dot_q5_0(int n, const void* w, const float* x) {
     hi = _mm_sub_epi8(_mm_or_si128(hi, bits_to_0x10(qh >> 16)), sixteen);
     __m256 t = fma_i8x16(lo, x, _mm256_setzero_ps());
     t = fma_i8x16(hi, x + 16, t);
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16_to_fp32(b[i].d)), t, acc);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b[i].d)), t, acc);
   }
   return hsum(acc);
 }
@@ -163,8 +165,8 @@ float dot_q5_1(int n, const void* w, const float* x) {
     t = fma_i8x16(hi, x + 16, t);
     __m256 sx = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(x), _mm256_loadu_ps(x + 8)),
                               _mm256_add_ps(_mm256_loadu_ps(x + 16), _mm256_loadu_ps(x + 24)));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16_to_fp32(b[i].d)), t, acc);
-    accm = _mm256_fmadd_ps(_mm256_set1_ps(fp16_to_fp32(b[i].m)), sx, accm);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b[i].d)), t, acc);
+    accm = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b[i].m)), sx, accm);
   }
   return hsum(_mm256_add_ps(acc, accm));
 }
@@ -178,7 +180,7 @@ float dot_iq4_nl(int n, const void* w, const float* x) {
     nibbles(b[i].qs, lo, hi);
     __m256 t = fma_i8x16(_mm_shuffle_epi8(table, lo), x, _mm256_setzero_ps());
     t = fma_i8x16(_mm_shuffle_epi8(table, hi), x + 16, t);
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16_to_fp32(b[i].d)), t, acc);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b[i].d)), t, acc);
   }
   return hsum(acc);
 }
@@ -204,7 +206,7 @@ void deq_f16_avx2(const void* src, float* y, int64_t n) {
   const uint16_t* a = static_cast<const uint16_t*>(src);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i))));
-  for (; i < n; ++i) y[i] = fp16_to_fp32(a[i]);
+  for (; i < n; ++i) y[i] = h2f(a[i]);
 }
 
 }  // namespace
@@ -262,7 +264,7 @@ float dotq_q8_0(int n, const void* w, const void* xq) {
   __m256 acc = _mm256_setzero_ps();
   for (int i = 0; i < n / 32; ++i) {
     __m256 p = _mm256_cvtepi32_ps(dot_i8x32(load32(b[i].qs), load32(y[i].qs)));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16_to_fp32(b[i].d) * fp16_to_fp32(y[i].d)), p, acc);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b[i].d) * h2f(y[i].d)), p, acc);
   }
   return hsum(acc);
 }
@@ -275,7 +277,7 @@ float dotq_q4_0(int n, const void* w, const void* xq) {
   for (int i = 0; i < n / 32; ++i) {
     __m256i q = _mm256_sub_epi8(nibbles32(b[i].qs), eight);
     __m256 p = _mm256_cvtepi32_ps(dot_i8x32(q, load32(y[i].qs)));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16_to_fp32(b[i].d) * fp16_to_fp32(y[i].d)), p, acc);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b[i].d) * h2f(y[i].d)), p, acc);
   }
   return hsum(acc);
 }
@@ -289,7 +291,7 @@ float dotq_iq4_nl(int n, const void* w, const void* xq) {
   for (int i = 0; i < n / 32; ++i) {
     __m256i q = _mm256_shuffle_epi8(table, nibbles32(b[i].qs));
     __m256 p = _mm256_cvtepi32_ps(dot_i8x32(q, load32(y[i].qs)));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16_to_fp32(b[i].d) * fp16_to_fp32(y[i].d)), p, acc);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b[i].d) * h2f(y[i].d)), p, acc);
   }
   return hsum(acc);
 }
@@ -308,7 +310,7 @@ float dotq_q5_0(int n, const void* w, const void* xq) {
   for (int i = 0; i < n / 32; ++i) {
     __m256i q = _mm256_sub_epi8(_mm256_or_si256(nibbles32(b[i].qs), high_bits32(b[i].qh)), sixteen);
     __m256 p = _mm256_cvtepi32_ps(dot_i8x32(q, load32(y[i].qs)));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16_to_fp32(b[i].d) * fp16_to_fp32(y[i].d)), p, acc);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b[i].d) * h2f(y[i].d)), p, acc);
   }
   return hsum(acc);
 }
@@ -331,10 +333,10 @@ float dotq_q41_q51(int n, const void* w, const void* xq) {
   for (int i = 0; i < n / 32; ++i) {
     __m256i q = nibbles32(b[i].qs);
     if constexpr (kFive) q = _mm256_or_si256(q, high_bits32(b[i].qh));
-    float dy = fp16_to_fp32(y[i].d);
+    float dy = h2f(y[i].d);
     __m256 p = _mm256_cvtepi32_ps(dot_u8i8x32(q, load32(y[i].qs)));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16_to_fp32(b[i].d) * dy), p, acc);
-    acc_m += fp16_to_fp32(b[i].m) * dy * static_cast<float>(sum_codes(y[i].qs));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b[i].d) * dy), p, acc);
+    acc_m += h2f(b[i].m) * dy * static_cast<float>(sum_codes(y[i].qs));
   }
   return hsum(acc) + acc_m;
 }
@@ -380,8 +382,8 @@ float dotq_q45_k(int n, const void* w, const void* xq) {
       acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p_lo, _mm256_set1_epi16(sc[2 * j])));
       acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p_hi, _mm256_set1_epi16(sc[2 * j + 1])));
     }
-    total += y[i].d * fp16_to_fp32(b[i].d) * static_cast<float>(hsum_i32(acc)) -
-             y[i].d * fp16_to_fp32(b[i].dmin) * static_cast<float>(sum_mins);
+    total += y[i].d * h2f(b[i].d) * static_cast<float>(hsum_i32(acc)) -
+             y[i].d * h2f(b[i].dmin) * static_cast<float>(sum_mins);
   }
   return total;
 }
@@ -417,7 +419,7 @@ float dotq_q6_k(int n, const void* w, const void* xq) {
         acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, s));
       }
     }
-    total += y[i].d * fp16_to_fp32(b[i].d) * static_cast<float>(hsum_i32(acc) - 32 * offset);
+    total += y[i].d * h2f(b[i].d) * static_cast<float>(hsum_i32(acc) - 32 * offset);
   }
   return total;
 }

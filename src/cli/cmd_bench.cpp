@@ -1,0 +1,145 @@
+// strata bench: prompt processing and generation speed, bytes read per token, and the fraction
+// of the machine's measured read bandwidth that generation achieves.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "backend/bandwidth.h"
+#include "cli/commands.h"
+#include "common.h"
+#include "engine/session.h"
+#include "quant/kernels.h"
+
+namespace strata::cli {
+
+namespace {
+struct BenchOptions {
+  std::string model, kv = "f16";
+  int n_prompt = 512, n_gen = 128, threads = 0, reps = 3, batch = 512;
+  bool json = false;
+};
+
+struct Stat {
+  double median = 0, min = 0, max = 0;
+};
+Stat stat(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  Stat s;
+  s.min = v.front();
+  s.max = v.back();
+  s.median = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  return s;
+}
+
+// Weight bytes one generated token reads: every matrix once (the embedding table only one row,
+// unless it doubles as the output matrix).
+double weight_bytes_per_token(const model::Model& m) {
+  double total = 0;
+  for (const auto& t : m.file().tensors()) {
+    if (t.name == "token_embd.weight" && !m.hparams().tied_output) {
+      total += static_cast<double>(t.n_bytes) / static_cast<double>(t.ne[1]);
+      continue;
+    }
+    total += static_cast<double>(t.n_bytes);
+  }
+  return total;
+}
+
+void run_bench(const BenchOptions& o) {
+  using clock = std::chrono::steady_clock;
+  auto m = model::Model::load(o.model);
+  const auto& hp = m->hparams();
+  engine::SessionOptions so;
+  so.n_ctx = o.n_prompt + o.n_gen + 1;
+  so.n_threads = o.threads;
+  so.n_batch = o.batch;
+  so.kv_format = kv::parse_format(o.kv);
+  engine::Session s(*m, so);
+  // Deterministic pseudo-random prompt (token ids avoid the first 4, usually special).
+  std::vector<int32_t> prompt(o.n_prompt);
+  uint64_t x = 0x2545F4914F6CDD1Dull;
+  for (auto& t : prompt) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    t = static_cast<int32_t>(4 + x % static_cast<uint64_t>(std::max(1, hp.n_vocab - 4)));
+  }
+  std::vector<double> pp, tg;
+  for (int r = 0; r < o.reps; ++r) {
+    s.reset();
+    if (o.n_prompt > 0) {
+      auto t0 = clock::now();
+      s.eval(prompt);
+      pp.push_back(o.n_prompt / std::chrono::duration<double>(clock::now() - t0).count());
+    } else {
+      s.eval({prompt.empty() ? 1 : prompt[0]});
+    }
+    if (o.n_gen > 0) {
+      int32_t tok = 5;
+      auto t0 = clock::now();
+      for (int i = 0; i < o.n_gen; ++i) {
+        auto logits = s.eval({tok});
+        tok = engine::Sampler::argmax(logits.data(), hp.n_vocab);
+      }
+      tg.push_back(o.n_gen / std::chrono::duration<double>(clock::now() - t0).count());
+    }
+  }
+  ThreadPool pool(s.n_threads());
+  double bw = measure_read_bandwidth(pool);
+  double wbytes = weight_bytes_per_token(*m);
+  // KV cells read per generated token, at the middle of the generation.
+  double kv_bytes = static_cast<double>(s.kv().bytes_per_cell_per_layer()) * hp.n_layer * (o.n_prompt + o.n_gen / 2.0);
+  double bytes_per_token = wbytes + kv_bytes;
+  Stat ps = pp.empty() ? Stat{} : stat(pp), ts = tg.empty() ? Stat{} : stat(tg);
+  double frac = bw > 0 ? bytes_per_token * ts.median / (bw * 1e9) : 0;
+  if (o.json) {
+    nlohmann::json j = {{"model", o.model},
+                        {"arch", hp.arch},
+                        {"threads", s.n_threads()},
+                        {"kernels", kernels().isa},
+                        {"kv", o.kv},
+                        {"n_prompt", o.n_prompt},
+                        {"n_gen", o.n_gen},
+                        {"reps", o.reps},
+                        {"pp_tokens_per_s", ps.median},
+                        {"pp_tokens_per_s_min", ps.min},
+                        {"pp_tokens_per_s_max", ps.max},
+                        {"tg_tokens_per_s", ts.median},
+                        {"tg_tokens_per_s_min", ts.min},
+                        {"tg_tokens_per_s_max", ts.max},
+                        {"model_bytes_per_token", bytes_per_token},
+                        {"weight_bytes_per_token", wbytes},
+                        {"kv_bytes_per_token", kv_bytes},
+                        {"bandwidth_gbps", bw},
+                        {"achieved_gbps", bytes_per_token * ts.median / 1e9},
+                        {"bandwidth_fraction", frac}};
+    std::printf("%s\n", j.dump(2).c_str());
+    return;
+  }
+  std::printf("model: %s (%s), %d threads, %s kernels, KV %s, %d repetitions\n", o.model.c_str(), hp.arch.c_str(),
+              s.n_threads(), kernels().isa, o.kv.c_str(), o.reps);
+  std::printf("| test   | tokens/s (median) | min      | max      |\n|--------|-------------------|----------|----------|\n");
+  if (!pp.empty()) std::printf("| pp%-4d | %17.2f | %8.2f | %8.2f |\n", o.n_prompt, ps.median, ps.min, ps.max);
+  if (!tg.empty()) std::printf("| tg%-4d | %17.2f | %8.2f | %8.2f |\n", o.n_gen, ts.median, ts.min, ts.max);
+  std::printf("bytes per generated token: %s (weights %s, KV %s)\n", human_bytes(bytes_per_token).c_str(),
+              human_bytes(wbytes).c_str(), human_bytes(kv_bytes).c_str());
+  std::printf("measured read bandwidth: %.1f GB/s; generation reads %.1f GB/s = %.0f%% of it\n", bw,
+              bytes_per_token * ts.median / 1e9, 100 * frac);
+}
+}  // namespace
+
+void add_bench(CLI::App& app) {
+  auto o = std::make_shared<BenchOptions>();
+  auto* cmd = app.add_subcommand("bench", "Measure prompt and generation speed against memory bandwidth");
+  cmd->add_option("-m,--model", o->model, "GGUF file")->required();
+  cmd->add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens")->check(CLI::NonNegativeNumber);
+  cmd->add_option("-n,--n-gen", o->n_gen, "Generated tokens")->check(CLI::NonNegativeNumber);
+  cmd->add_option("-t,--threads", o->threads, "Threads (default: physical cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("-r,--reps", o->reps, "Repetitions (median and spread are reported)")->check(CLI::PositiveNumber);
+  cmd->add_option("-b,--batch", o->batch, "Prompt tokens per forward call")->check(CLI::PositiveNumber);
+  cmd->add_option("--kv", o->kv, "KV cache format (f16, f32)");
+  cmd->add_flag("--json", o->json, "Print one JSON object");
+  cmd->callback([o] { run_bench(*o); });
+}
+
+}  // namespace strata::cli
