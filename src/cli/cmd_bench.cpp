@@ -17,6 +17,8 @@ namespace strata::cli {
 namespace {
 struct BenchOptions {
   std::string model, kv = "f16";
+  int kv_resident = 0;
+  std::string kv_spill;
   int n_prompt = 512, n_gen = 128, threads = 0, reps = 3, batch = 512;
   bool json = false;
 };
@@ -56,6 +58,8 @@ void run_bench(const BenchOptions& o) {
   so.n_threads = o.threads;
   so.n_batch = o.batch;
   so.kv_format = kv::parse_format(o.kv);
+  so.kv_resident = o.kv_resident;
+  so.kv_spill = o.kv_spill;
   engine::Session s(*m, so);
   // Deterministic pseudo-random prompt (token ids avoid the first 4, usually special).
   std::vector<int32_t> prompt(o.n_prompt);
@@ -64,6 +68,7 @@ void run_bench(const BenchOptions& o) {
     x ^= x << 13, x ^= x >> 7, x ^= x << 17;
     t = static_cast<int32_t>(4 + x % static_cast<uint64_t>(std::max(1, hp.n_vocab - 4)));
   }
+  if (!o.json) std::fprintf(stderr, "%s\n", s.kv().describe().c_str());
   std::vector<double> pp, tg;
   for (int r = 0; r < o.reps; ++r) {
     s.reset();
@@ -137,7 +142,9 @@ void add_bench(CLI::App& app) {
   cmd->add_option("-t,--threads", o->threads, "Threads (default: physical cores)")->check(CLI::NonNegativeNumber);
   cmd->add_option("-r,--reps", o->reps, "Repetitions (median and spread are reported)")->check(CLI::PositiveNumber);
   cmd->add_option("-b,--batch", o->batch, "Prompt tokens per forward call")->check(CLI::PositiveNumber);
-  cmd->add_option("--kv", o->kv, "KV cache format (f16, f32)");
+  cmd->add_option("--kv", o->kv, "KV cache format (f16, f32, int8, q4_0, k8v4)");
+  cmd->add_option("--kv-resident", o->kv_resident, "Fast-tier KV cells per layer; the rest streams from the backing tier (min 32)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--kv-spill", o->kv_spill, "Directory for a file-backed KV backing tier");
   cmd->add_flag("--json", o->json, "Print one JSON object");
   cmd->callback([o] { run_bench(*o); });
 }

@@ -15,6 +15,7 @@ struct InfoOptions {
   bool tensors = true;
   int ctx = 4096;
   std::string kv = "f16";
+  int kv_resident = 0;
 };
 
 void run_info(const InfoOptions& o) {
@@ -60,11 +61,20 @@ void run_info(const InfoOptions& o) {
       std::printf("  sliding window %d on %d of %d layers (rope base %g there)\n", hp.sliding_window, n_swa, hp.n_layer,
                   hp.rope_base_swa);
     }
-    kv::KvStore store(m->kv_config(o.ctx, kv::parse_format(o.kv)));
-    double per_cell_layer = static_cast<double>(store.bytes_per_cell_per_layer());
-    std::printf("  KV cache (%s): %s per cell per layer, %s per token, %s for a context of %d\n", o.kv.c_str(),
-                human_bytes(per_cell_layer).c_str(), human_bytes(per_cell_layer * hp.n_layer).c_str(),
-                human_bytes(per_cell_layer * hp.n_layer * o.ctx).c_str(), o.ctx);
+    std::string why = kv::format_unsupported_reason(kv::parse_format(o.kv), hp.head_dim_k, hp.head_dim_v);
+    if (!why.empty()) {
+      std::printf("  KV cache: %s\n", why.c_str());
+    } else {
+      kv::KvStore store(m->kv_config(o.ctx, kv::parse_format(o.kv), o.kv_resident));
+      double per_cell_layer = static_cast<double>(store.bytes_per_cell_per_layer());
+      std::printf("  KV cache (%s): %s per cell per layer, %s per token, %s for a context of %d\n", o.kv.c_str(),
+                  human_bytes(per_cell_layer).c_str(), human_bytes(per_cell_layer * hp.n_layer).c_str(),
+                  human_bytes(per_cell_layer * hp.n_layer * o.ctx).c_str(), o.ctx);
+      if (o.kv_resident > 0)
+        std::printf("  tiers: fast %s (%d cells per layer), backing %s\n",
+                    human_bytes(static_cast<double>(store.resident_capacity_bytes())).c_str(), store.resident_cells_per_layer(),
+                    human_bytes(static_cast<double>(store.backing_capacity_bytes())).c_str());
+    }
     auto tk = tok::Tokenizer::from_gguf(m->file());
     std::printf("tokenizer: %s, %d tokens, bos %d, eos %d, add_bos %s\n", tk->kind() == tok::Kind::Spm ? "sentencepiece" : ("bpe/" + tk->pre()).c_str(),
                 tk->n_vocab(), tk->bos(), tk->eos(), tk->add_bos() ? "yes" : "no");
@@ -81,7 +91,8 @@ void add_info(CLI::App& app) {
   cmd->add_option("-m,--model", o->model, "GGUF file")->required();
   cmd->add_flag("!--no-tensors", o->tensors, "Omit the tensor table");
   cmd->add_option("--ctx", o->ctx, "Context size for the KV memory estimate")->check(CLI::PositiveNumber);
-  cmd->add_option("--kv", o->kv, "KV cache format for the estimate (f16, f32)");
+  cmd->add_option("--kv", o->kv, "KV cache format for the estimate (f16, f32, int8, q4_0, k8v4)");
+  cmd->add_option("--kv-resident", o->kv_resident, "Fast-tier cells per layer for the estimate")->check(CLI::NonNegativeNumber);
   cmd->callback([o] { run_info(*o); });
 }
 

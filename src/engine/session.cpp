@@ -12,7 +12,7 @@ Session::Session(const model::Model& m, const SessionOptions& o)
       n_batch_(std::max(1, o.n_batch)),
       pool_(o.n_threads > 0 ? o.n_threads : ThreadPool::default_threads()) {
   if (o.n_ctx <= 0) throw Error("context size must be positive");
-  kv_ = std::make_unique<kv::KvStore>(m.kv_config(o.n_ctx, o.kv_format));
+  kv_ = std::make_unique<kv::KvStore>(m.kv_config(o.n_ctx, o.kv_format, o.kv_resident, o.kv_spill));
   seq_ = kv_->new_sequence();
 }
 

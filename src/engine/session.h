@@ -16,6 +16,8 @@ struct SessionOptions {
   int n_threads = 0;     // 0: physical cores
   int n_batch = 256;     // prompt tokens per forward call
   kv::Format kv_format = kv::Format::F16;
+  int kv_resident = 0;     // fast-tier cells per layer (0: no limit, nothing streams)
+  std::string kv_spill;    // directory for a file-backed backing tier
 };
 
 struct GenerateStats {

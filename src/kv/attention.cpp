@@ -5,53 +5,51 @@
 #include <vector>
 
 #include "common.h"
-#include "quant/fp16.h"
 
 namespace strata::kv {
 
 namespace {
 
-inline float load(const uint8_t* base, Format f, size_t idx) {
-  if (f == Format::F32) return reinterpret_cast<const float*>(base)[idx];
-  return fp16_lut(reinterpret_cast<const uint16_t*>(base)[idx]);
-}
-
-// One query head over cells [lo, hi] of a sequence's pages.
-void attend_head(const KvStore& store, SeqId s, int layer, int kv_head, const float* q, float scale, int lo, int hi,
-                 float* out, std::vector<float>& scores) {
+// One query head over cells [lo, hi] of a sequence. Pages are visited in order; each page's
+// partial (max, sum of exp, weighted V) is merged into the running totals in that same order.
+void attend_head(const KvStore& store, SeqId s, int layer, int kv_head, const float* q_in, float scale, int lo, int hi,
+                 float* out, std::vector<float>& scratch) {
   const Config& c = store.config();
+  const FormatSpec& f = store.spec();
   const int dk = c.head_dim_k, dv = c.head_dim_v, nkv = c.n_kv_heads, P = c.page_size;
+  const size_t kh = store.k_bytes_per_head(), vh = store.v_bytes_per_head();
+  scratch.resize(P + dk);
+  float* scores = scratch.data();
+  float* q = scratch.data() + P;
+  std::copy(q_in, q_in + dk, q);
+  if (f.rotate_k) hadamard(q, dk);  // (Hq)·(Hk) = q·k
   float m = -INFINITY, l = 0;
   std::fill(out, out + dv, 0.f);
-  scores.resize(P);
   for (int pi = lo / P; pi <= hi / P; ++pi) {
     PageView pv = store.page(s, layer, pi);
     int c0 = std::max(lo, pv.first), c1 = std::min(hi, pv.first + pv.n - 1);
     if (c0 > c1) continue;
-    // Page partial: max, sum of exp and weighted V, then merged into the running totals.
     float pm = -INFINITY;
     for (int cell = c0; cell <= c1; ++cell) {
-      size_t off = (static_cast<size_t>(cell - pv.first) * nkv + kv_head) * dk;
-      float dot = 0;
-      for (int d = 0; d < dk; ++d) dot += q[d] * load(pv.k, c.format, off + d);
-      float sc = dot * scale;
+      const uint8_t* k = pv.k + (static_cast<size_t>(cell - pv.first) * nkv + kv_head) * kh;
+      float sc = dot_encoded(f.k, k, q, dk) * scale;
       scores[cell - c0] = sc;
       pm = std::max(pm, sc);
     }
     float m_new = std::max(m, pm);
-    float a = std::exp(m - m_new);  // rescale of what was merged so far (0 on the first page)
+    float a = std::exp(m - m_new);  // rescales what was merged so far (0 on the first page)
     l *= a;
     for (int d = 0; d < dv; ++d) out[d] *= a;
     for (int cell = c0; cell <= c1; ++cell) {
       float w = std::exp(scores[cell - c0] - m_new);
       l += w;
-      size_t off = (static_cast<size_t>(cell - pv.first) * nkv + kv_head) * dv;
-      for (int d = 0; d < dv; ++d) out[d] += w * load(pv.v, c.format, off + d);
+      axpy_encoded(f.v, pv.v + (static_cast<size_t>(cell - pv.first) * nkv + kv_head) * vh, w, out, dv);
     }
     m = m_new;
   }
   float inv = l > 0 ? 1.f / l : 0.f;
   for (int d = 0; d < dv; ++d) out[d] *= inv;
+  if (f.rotate_v) hadamard(out, dv);  // sum_i w_i H v_i = H sum_i w_i v_i; H is its own inverse
 }
 
 }  // namespace
@@ -63,13 +61,13 @@ void attend(const KvStore& store, SeqId s, int layer, int pos0, int n_tok, const
   if (store.length(s, layer) < pos0 + n_tok) throw Error("attention: cells missing from the KV store");
   const int group = p.n_head / c.n_kv_heads;
   pool.parallel_for(static_cast<int64_t>(n_tok) * p.n_head, 1, [&](int64_t b, int64_t e) {
-    std::vector<float> scores;
+    std::vector<float> scratch;
     for (int64_t i = b; i < e; ++i) {
       int t = static_cast<int>(i / p.n_head), h = static_cast<int>(i % p.n_head);
       int pos = pos0 + t;
       int lo = p.window > 0 ? std::max(0, pos - p.window + 1) : 0;
       attend_head(store, s, layer, h / group, q + (static_cast<size_t>(t) * p.n_head + h) * c.head_dim_k, p.scale, lo, pos,
-                  out + (static_cast<size_t>(t) * p.n_head + h) * c.head_dim_v, scores);
+                  out + (static_cast<size_t>(t) * p.n_head + h) * c.head_dim_v, scratch);
     }
   });
 }

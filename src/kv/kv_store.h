@@ -1,27 +1,34 @@
-// Paged KV store. Cells are addressed by (sequence, layer, position); each sequence owns one
-// page list per layer. A page holds P consecutive cells of one layer, K block then V block,
-// so one copy moves a page. Every append goes through KvStore::append (one write path).
+// Paged KV store with two tiers.
+//
+// Cells are addressed by (sequence, layer, position). Each sequence owns one page list per layer;
+// a page holds P consecutive cells of one layer, K block then V block, so one copy moves a page.
+// Backing tier: the authoritative copy of every page (host RAM, or a file under --kv-spill).
+// Fast tier: at most `resident_cells` cells per layer, in slots; a page table maps page -> slot.
+// Residency is a cache: attention reads a resident page from its slot and any other page from
+// the backing tier, in page order, so where a page lives never changes the result.
+// Every cell enters through append_encoded(), which writes the backing copy first and then the
+// resident copy (DESIGN.md, "one write path").
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
-namespace strata::kv {
+#include "kv/formats.h"
 
-enum class Format { F32, F16 };
-const char* format_name(Format f);
-Format parse_format(const std::string& s);  // throws with the accepted names
-size_t format_bytes_per_value(Format f);
+namespace strata::kv {
 
 struct Config {
   int n_layers = 0;
   int n_kv_heads = 0;
   int head_dim_k = 0;
   int head_dim_v = 0;
-  int max_cells = 0;      // total cells per layer over all sequences
+  int max_cells = 0;       // cells per layer over all sequences
   Format format = Format::F16;
-  int page_size = 16;     // cells per page
+  int page_size = 16;      // cells per page
+  int resident_cells = 0;  // fast-tier cells per layer (rounded up to whole pages); 0: no fast tier limit
+  std::string spill_dir;   // non-empty: the backing tier lives in a file in this directory
 };
 
 using SeqId = int;
@@ -30,8 +37,13 @@ using SeqId = int;
 struct PageView {
   int first = 0;
   int n = 0;
-  const uint8_t* k = nullptr;  // [P][n_kv_heads][head_dim_k] in the store's format
-  const uint8_t* v = nullptr;  // [P][n_kv_heads][head_dim_v]
+  const uint8_t* k = nullptr;  // [P][n_kv_heads] encoded K vectors
+  const uint8_t* v = nullptr;  // [P][n_kv_heads] encoded V vectors
+  bool resident = false;
+};
+
+struct TierStats {
+  uint64_t resident_reads = 0, backing_reads = 0, evictions = 0, admissions = 0;
 };
 
 class KvStore {
@@ -42,47 +54,82 @@ class KvStore {
   KvStore& operator=(const KvStore&) = delete;
 
   const Config& config() const { return cfg_; }
+  const FormatSpec& spec() const { return spec_; }
+  size_t k_bytes_per_head() const { return k_head_bytes_; }
+  size_t v_bytes_per_head() const { return v_head_bytes_; }
   size_t page_bytes() const { return page_bytes_; }
-  size_t bytes_per_cell_per_layer() const;
-  size_t bytes_in_use() const;   // pages held by sequences
+  size_t bytes_per_cell_per_layer() const { return (k_head_bytes_ + v_head_bytes_) * cfg_.n_kv_heads; }
+  bool streaming() const { return slots_per_layer_ < pages_per_layer_; }
+  int resident_cells_per_layer() const { return slots_per_layer_ * cfg_.page_size; }
+  size_t backing_capacity_bytes() const { return static_cast<size_t>(n_pages_total_) * page_bytes_; }
+  size_t resident_capacity_bytes() const { return static_cast<size_t>(slots_per_layer_) * cfg_.n_layers * page_bytes_; }
+  size_t bytes_in_use() const;  // backing pages held by sequences
   int pages_in_use() const;
-  int page_capacity() const { return n_pages_total_; }
+  TierStats stats() const;
+  std::string describe() const;  // one line: format, residency, sizes per tier
 
   SeqId new_sequence();
   void free_sequence(SeqId s);
-  int length(SeqId s) const;                 // cells present in every layer
+  int length(SeqId s) const;  // cells present in every layer
   int length(SeqId s, int layer) const;
 
-  // The one write path. Appends n cells at positions [pos, pos + n) of layer `layer` of sequence
-  // s; pos must equal the layer's current length. k: [n][n_kv_heads][head_dim_k] floats, v likewise.
+  // Encodes n rows of K and V ([n][n_kv_heads][head_dim] floats), rotating first where the
+  // format says so, and appends them at positions [pos, pos + n) (pos = current length).
   void append(SeqId s, int layer, int pos, int n, const float* k, const float* v);
-  // Rollback: keep the first n cells of every layer of s, free whole pages past them.
+  // The one write path. k: [n][n_kv_heads] encoded K vectors, v likewise.
+  void append_encoded(SeqId s, int layer, int pos, int n, const uint8_t* k, const uint8_t* v);
+  // Restores cells [0, n) of every layer of src into the empty sequence dst (a saved prefix).
+  void copy_prefix(SeqId src, SeqId dst, int n);
+  // Rollback: keep the first n cells of every layer of s; whole pages past them are freed.
   void truncate(SeqId s, int n);
 
   int n_pages(SeqId s, int layer) const;
   PageView page(SeqId s, int layer, int page_index) const;
 
+  // Test hook reproducing the bug class of DESIGN.md: an append to a resident page skips the
+  // backing copy. Tests switch it on to prove that the streaming tests catch such a bug.
+  void inject_fault_skip_backing_write(bool on) { fault_skip_backing_ = on; }
+
  private:
   struct Seq {
     bool live = false;
-    std::vector<std::vector<int>> pages;  // [layer] -> page ids in position order
+    std::vector<std::vector<int>> pages;  // [layer] -> backing page ids in position order
     std::vector<int> len;                 // [layer] cells
   };
   Seq& seq(SeqId s);
   const Seq& seq(SeqId s) const;
-  int alloc_page(int layer);
-  uint8_t* page_ptr(int id) const;
-  void store_values(const float* src, uint8_t* dst, int n_values) const;
+  int alloc_page(int layer, int index_in_seq);
+  void release_page(int layer, int page);
+  uint8_t* backing_ptr(int page) const;
+  uint8_t* slot_ptr(int layer, int slot) const;
+  int ensure_slot(int layer, int page);  // admits a page to the fast tier, evicting if needed
 
   Config cfg_;
-  size_t k_bytes_per_cell_ = 0, v_bytes_per_cell_ = 0, page_bytes_ = 0;
-  int n_pages_total_ = 0;
-  int pages_per_layer_ = 0;
-  std::vector<int> layer_pages_;                  // [layer] pages held by sequences
-  std::vector<std::unique_ptr<uint8_t[]>> slabs_;  // pages are allocated lazily in slabs
+  FormatSpec spec_;
+  size_t k_head_bytes_ = 0, v_head_bytes_ = 0, k_cell_bytes_ = 0, v_cell_bytes_ = 0, page_bytes_ = 0;
+  int pages_per_layer_ = 0, n_pages_total_ = 0, slots_per_layer_ = 0;
+
+  // Backing tier: lazily allocated slabs in RAM, or one mapping of a spill file.
+  std::vector<std::unique_ptr<uint8_t[]>> slabs_;
+  uint8_t* spill_map_ = nullptr;
+  int spill_fd_ = -1;
+  std::string spill_path_;
   int pages_allocated_ = 0;
   std::vector<int> free_;
+  std::vector<int> layer_pages_;  // [layer] backing pages held
+
+  // Fast tier and page table.
+  std::vector<std::unique_ptr<uint8_t[]>> slot_arena_;  // [layer] slots_per_layer * page_bytes
+  std::vector<int> page_slot_;                          // [page] slot or -1
+  std::vector<int> page_index_;                         // [page] index of the page in its sequence
+  std::vector<std::vector<int>> slot_page_;             // [layer][slot] page or -1
+  std::vector<std::vector<uint64_t>> slot_used_;        // [layer][slot] last append tick (LRU)
+  uint64_t tick_ = 0;
+
   std::vector<Seq> seqs_;
+  mutable std::atomic<uint64_t> resident_reads_{0}, backing_reads_{0};
+  uint64_t evictions_ = 0, admissions_ = 0;
+  bool fault_skip_backing_ = false;
 };
 
 }  // namespace strata::kv

@@ -154,7 +154,7 @@ void Model::load_common_weights(bool qk_norm_required, bool bias_allowed) {
   }
 }
 
-kv::Config Model::kv_config(int n_ctx, kv::Format fmt) const {
+kv::Config Model::kv_config(int n_ctx, kv::Format fmt, int resident_cells, const std::string& spill_dir) const {
   kv::Config c;
   c.n_layers = hp.n_layer;
   c.n_kv_heads = hp.n_head_kv;
@@ -162,6 +162,8 @@ kv::Config Model::kv_config(int n_ctx, kv::Format fmt) const {
   c.head_dim_v = hp.head_dim_v;
   c.max_cells = n_ctx;
   c.format = fmt;
+  c.resident_cells = resident_cells;
+  c.spill_dir = spill_dir;
   return c;
 }
 

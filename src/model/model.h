@@ -78,7 +78,7 @@ class Model {
   void forward(Runtime& rt, kv::SeqId seq, const int32_t* tokens, int n, int pos0, bool all_logits,
                float* logits) const;
 
-  kv::Config kv_config(int n_ctx, kv::Format fmt) const;
+  kv::Config kv_config(int n_ctx, kv::Format fmt, int resident_cells = 0, const std::string& spill_dir = "") const;
 
   HParams hp;
   ops::Matrix tok_embd;   // [n_vocab][n_embd]
