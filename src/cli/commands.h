@@ -9,6 +9,7 @@ void add_run(CLI::App& app);
 void add_logits(CLI::App& app);
 void add_tokenize(CLI::App& app);
 void add_bench(CLI::App& app);
+void add_tensor(CLI::App& app);
 
 // Shared parsing helpers.
 std::vector<int32_t> parse_ids(const std::string& s);  // "1,2,3" -> {1,2,3}; throws on junk

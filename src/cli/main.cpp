@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   strata::cli::add_logits(app);
   strata::cli::add_tokenize(app);
   strata::cli::add_bench(app);
+  strata::cli::add_tensor(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
