@@ -3,6 +3,7 @@
 set -euo pipefail
 pkgs=(cmake g++ make pkg-config libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
       libpcre2-dev clang libclang-rt-14-dev python3 python3-pip)
+python_pkgs=(gguf==0.19.0 numpy==2.4.6)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -10,3 +11,6 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+# Test tooling only (independent checks of the engine); never used by the engine itself.
+python3 -c "import gguf, numpy" 2>/dev/null || python3 -m pip install --quiet --disable-pip-version-check "${python_pkgs[@]}" ||
+  echo "install-deps: could not pip install ${python_pkgs[*]}; the dequantizer cross-check will be skipped" >&2
