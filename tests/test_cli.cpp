@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
@@ -132,6 +133,43 @@ TEST(Cli, BenchJsonHasDocumentedFields) {
   }
   double want = j["model_bytes_per_token"].get<double>() * j["tg_tokens_per_s"].get<double>() / (j["bandwidth_gbps"].get<double>() * 1e9);
   EXPECT_NEAR(j["bandwidth_fraction"].get<double>(), want, 1e-9 + want * 1e-9);
+}
+
+TEST(Cli, KvCompareReportsEveryFormatAndStreamedTwin) {
+  auto r = run("kv-compare -m " + test::model_path("tiny-llama-F16") + " -f " + test::shared_dir() +
+               "/perplexity/story_ppl.txt --ctx 200 --kv f16,int8,q4_0,k8v4 --kv-resident 32 -t 2 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  std::map<std::string, nlohmann::json> by;
+  for (auto& row : j["results"]) by[row["kv"]] = row;
+  ASSERT_EQ(by.size(), 8u);
+  EXPECT_LT(by["f16"]["mean_kl"].get<double>(), 1e-5);
+  EXPECT_LT(by["int8"]["mean_kl"].get<double>(), 1e-3);
+  EXPECT_LT(by["k8v4"]["mean_kl"].get<double>(), by["q4_0"]["mean_kl"].get<double>());  // k8v4 closer to f32 than q4_0
+  EXPECT_LT(by["q4_0"]["kv_bytes_per_token"].get<double>(), by["k8v4"]["kv_bytes_per_token"].get<double>());
+  for (const char* k : {"f16/res32", "int8/res32", "q4_0/res32", "k8v4/res32"}) {
+    EXPECT_TRUE(by[k]["identical_to_unstreamed"].get<bool>()) << k;
+    EXPECT_EQ(by[k]["mean_kl"], by[std::string(k).substr(0, std::string(k).find('/'))]["mean_kl"]) << k;
+  }
+}
+
+TEST(Cli, ProbeAndNeedleCompareStreamedTwins) {
+  auto p = run("probe -m " + test::model_path("tiny-qwen3-F16") + " --kv f16,k8v4 --kv-resident 32 -n 40 -t 2 --json");
+  auto pj = nlohmann::json::parse(p.out);
+  EXPECT_EQ(pj.size(), 4u * 5u);  // 4 probes x (f32, f16, k8v4, and two streamed twins)
+  bool caused = false;
+  for (auto& row : pj) {
+    if (row["kv"].get<std::string>().find("/res") != std::string::npos) EXPECT_EQ(row["identical_to_unstreamed"], "yes");
+    caused |= row["degenerate_by_cache"].get<bool>();
+  }
+  // Random weights are fragile: 4-bit V may make one of them loop. The exit code must say so.
+  EXPECT_EQ(p.code, caused ? 1 : 0) << p.err;
+  auto n = run("needle -m " + test::model_path("tiny-llama-F16") + " --ctx 256 --depths 10,90 --kv int8 --kv-resident 32 -t 2 --json");
+  ASSERT_EQ(n.code, 0) << n.err;
+  auto nj = nlohmann::json::parse(n.out);
+  ASSERT_EQ(nj.size(), 4u);
+  EXPECT_EQ(nj[1]["identical_to_unstreamed"], "yes");
+  EXPECT_GT(nj[0]["prompt_tokens"].get<int>(), 200);
 }
 
 TEST(Cli, TokenizeShowsPieces) {

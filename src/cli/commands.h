@@ -10,6 +10,9 @@ void add_logits(CLI::App& app);
 void add_tokenize(CLI::App& app);
 void add_bench(CLI::App& app);
 void add_tensor(CLI::App& app);
+void add_kv_compare(CLI::App& app);
+void add_probe(CLI::App& app);
+void add_needle(CLI::App& app);
 
 // Shared parsing helpers.
 std::vector<int32_t> parse_ids(const std::string& s);  // "1,2,3" -> {1,2,3}; throws on junk

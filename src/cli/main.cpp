@@ -13,6 +13,9 @@ int main(int argc, char** argv) {
   strata::cli::add_tokenize(app);
   strata::cli::add_bench(app);
   strata::cli::add_tensor(app);
+  strata::cli::add_kv_compare(app);
+  strata::cli::add_probe(app);
+  strata::cli::add_needle(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
