@@ -5,51 +5,77 @@
 #include <vector>
 
 #include "common.h"
+#include "quant/kernels.h"
 
 namespace strata::kv {
 
 namespace {
 
-// One query head over cells [lo, hi] of a sequence. Pages are visited in order; each page's
-// partial (max, sum of exp, weighted V) is merged into the running totals in that same order.
-void attend_head(const KvStore& store, SeqId s, int layer, int kv_head, const float* q_in, float scale, int lo, int hi,
-                 float* out, std::vector<float>& scratch) {
+// Pages per partial. Fixed (never derived from the thread count) so that the merge order, and
+// with it every bit of the result, is the same for any number of threads.
+constexpr int kPagesPerChunk = 16;
+
+// Partial softmax state of the `group` query heads sharing one KV head, over a range of pages.
+// Layout in a float buffer: m[group], l[group], acc[group][dv].
+struct PartialView {
+  float* m;
+  float* l;
+  float* acc;
+};
+PartialView view(float* base, int group, int dv) { return {base, base + group, base + 2 * group}; }
+size_t partial_floats(int group, int dv) { return static_cast<size_t>(group) * (2 + dv); }
+
+// Computes the partial of pages [p0, p1] restricted to cells [lo, hi]. Each cell's K and V are
+// decoded once and used by every query head of the group. Pages are merged in order.
+void chunk_partial(const KvStore& store, SeqId s, int layer, int kv_head, const float* q, int group, float scale, int lo,
+                   int hi, int p0, int p1, PartialView out, std::vector<float>& scratch) {
   const Config& c = store.config();
   const FormatSpec& f = store.spec();
   const int dk = c.head_dim_k, dv = c.head_dim_v, nkv = c.n_kv_heads, P = c.page_size;
   const size_t kh = store.k_bytes_per_head(), vh = store.v_bytes_per_head();
-  scratch.resize(P + dk);
-  float* scores = scratch.data();
-  float* q = scratch.data() + P;
-  std::copy(q_in, q_in + dk, q);
-  if (f.rotate_k) hadamard(q, dk);  // (Hq)·(Hk) = q·k
-  float m = -INFINITY, l = 0;
-  std::fill(out, out + dv, 0.f);
-  for (int pi = lo / P; pi <= hi / P; ++pi) {
+  const DotFn fdot = kernels().dot_for(GgmlType::F32);
+  scratch.resize(static_cast<size_t>(group) * P + dk + dv);
+  float* scores = scratch.data();  // [group][P]
+  float* kbuf = scores + static_cast<size_t>(group) * P;
+  float* vbuf = kbuf + dk;
+  for (int g = 0; g < group; ++g) {
+    out.m[g] = -INFINITY;
+    out.l[g] = 0;
+  }
+  std::fill(out.acc, out.acc + static_cast<size_t>(group) * dv, 0.f);
+  for (int pi = p0; pi <= p1; ++pi) {
     PageView pv = store.page(s, layer, pi);
     int c0 = std::max(lo, pv.first), c1 = std::min(hi, pv.first + pv.n - 1);
     if (c0 > c1) continue;
-    float pm = -INFINITY;
+    float pm[64];
+    for (int g = 0; g < group; ++g) pm[g] = -INFINITY;
     for (int cell = c0; cell <= c1; ++cell) {
-      const uint8_t* k = pv.k + (static_cast<size_t>(cell - pv.first) * nkv + kv_head) * kh;
-      float sc = dot_encoded(f.k, k, q, dk) * scale;
-      scores[cell - c0] = sc;
-      pm = std::max(pm, sc);
+      decode(f.k, pv.k + (static_cast<size_t>(cell - pv.first) * nkv + kv_head) * kh, kbuf, dk);
+      for (int g = 0; g < group; ++g) {
+        float sc = fdot(dk, kbuf, q + static_cast<size_t>(g) * dk) * scale;
+        scores[g * P + (cell - c0)] = sc;
+        pm[g] = std::max(pm[g], sc);
+      }
     }
-    float m_new = std::max(m, pm);
-    float a = std::exp(m - m_new);  // rescales what was merged so far (0 on the first page)
-    l *= a;
-    for (int d = 0; d < dv; ++d) out[d] *= a;
+    float wgt[64];
+    for (int g = 0; g < group; ++g) {
+      float m_new = std::max(out.m[g], pm[g]);
+      float a = std::exp(out.m[g] - m_new);  // rescales what was merged so far (0 on the first page)
+      out.l[g] *= a;
+      float* acc = out.acc + static_cast<size_t>(g) * dv;
+      for (int d = 0; d < dv; ++d) acc[d] *= a;
+      out.m[g] = m_new;
+    }
     for (int cell = c0; cell <= c1; ++cell) {
-      float w = std::exp(scores[cell - c0] - m_new);
-      l += w;
-      axpy_encoded(f.v, pv.v + (static_cast<size_t>(cell - pv.first) * nkv + kv_head) * vh, w, out, dv);
+      decode(f.v, pv.v + (static_cast<size_t>(cell - pv.first) * nkv + kv_head) * vh, vbuf, dv);
+      for (int g = 0; g < group; ++g) {
+        wgt[g] = std::exp(scores[g * P + (cell - c0)] - out.m[g]);
+        out.l[g] += wgt[g];
+        float* acc = out.acc + static_cast<size_t>(g) * dv;
+        for (int d = 0; d < dv; ++d) acc[d] += wgt[g] * vbuf[d];
+      }
     }
-    m = m_new;
   }
-  float inv = l > 0 ? 1.f / l : 0.f;
-  for (int d = 0; d < dv; ++d) out[d] *= inv;
-  if (f.rotate_v) hadamard(out, dv);  // sum_i w_i H v_i = H sum_i w_i v_i; H is its own inverse
 }
 
 }  // namespace
@@ -57,17 +83,67 @@ void attend_head(const KvStore& store, SeqId s, int layer, int kv_head, const fl
 void attend(const KvStore& store, SeqId s, int layer, int pos0, int n_tok, const float* q, const AttentionParams& p,
             float* out, ThreadPool& pool) {
   const Config& c = store.config();
+  const FormatSpec& f = store.spec();
   if (p.n_head % c.n_kv_heads != 0) throw Error("attention: head count is not a multiple of the KV head count");
   if (store.length(s, layer) < pos0 + n_tok) throw Error("attention: cells missing from the KV store");
-  const int group = p.n_head / c.n_kv_heads;
-  pool.parallel_for(static_cast<int64_t>(n_tok) * p.n_head, 1, [&](int64_t b, int64_t e) {
-    std::vector<float> scratch;
-    for (int64_t i = b; i < e; ++i) {
-      int t = static_cast<int>(i / p.n_head), h = static_cast<int>(i % p.n_head);
+  const int group = p.n_head / c.n_kv_heads, nkv = c.n_kv_heads, dk = c.head_dim_k, dv = c.head_dim_v, P = c.page_size;
+  if (group > 64) throw Error("attention: more than 64 query heads per KV head");
+
+  // Queries in the cache's frame: (Hq)·(Hk) = q·k for rotated K.
+  std::vector<float> qr(q, q + static_cast<size_t>(n_tok) * p.n_head * dk);
+  if (f.rotate_k)
+    for (int i = 0; i < n_tok * p.n_head; ++i) hadamard(qr.data() + static_cast<size_t>(i) * dk, dk);
+
+  // Tasks: (token, kv head, chunk of pages), in a fixed order.
+  struct Task { int t, h, lo, hi, p0, p1; };
+  std::vector<Task> tasks;
+  std::vector<int> first_task;  // per (token, kv head)
+  for (int t = 0; t < n_tok; ++t)
+    for (int h = 0; h < nkv; ++h) {
       int pos = pos0 + t;
       int lo = p.window > 0 ? std::max(0, pos - p.window + 1) : 0;
-      attend_head(store, s, layer, h / group, q + (static_cast<size_t>(t) * p.n_head + h) * c.head_dim_k, p.scale, lo, pos,
-                  out + (static_cast<size_t>(t) * p.n_head + h) * c.head_dim_v, scratch);
+      first_task.push_back(static_cast<int>(tasks.size()));
+      for (int pg = lo / P; pg <= pos / P; pg += kPagesPerChunk)
+        tasks.push_back({t, h, lo, pos, pg, std::min(pos / P, pg + kPagesPerChunk - 1)});
+    }
+  first_task.push_back(static_cast<int>(tasks.size()));
+  const size_t pf = partial_floats(group, dv);
+  thread_local std::vector<float> partial_buf;  // the caller's buffer; workers use it through `parts`
+  partial_buf.resize(tasks.size() * pf);
+  float* const parts = partial_buf.data();
+  pool.parallel_for(static_cast<int64_t>(tasks.size()), 1, [&](int64_t b, int64_t e) {
+    std::vector<float> scratch;
+    for (int64_t i = b; i < e; ++i) {
+      const Task& k = tasks[i];
+      const float* qg = qr.data() + (static_cast<size_t>(k.t) * p.n_head + static_cast<size_t>(k.h) * group) * dk;
+      chunk_partial(store, s, layer, k.h, qg, group, p.scale, k.lo, k.hi, k.p0, k.p1,
+                    view(parts + i * pf, group, dv), scratch);
+    }
+  });
+  // Merge each (token, kv head)'s chunks in order, normalise, rotate back.
+  pool.parallel_for(static_cast<int64_t>(n_tok) * nkv, 1, [&](int64_t b, int64_t e) {
+    for (int64_t th = b; th < e; ++th) {
+      int t = static_cast<int>(th / nkv), h = static_cast<int>(th % nkv);
+      PartialView tot = view(parts + static_cast<size_t>(first_task[th]) * pf, group, dv);
+      for (int i = first_task[th] + 1; i < first_task[th + 1]; ++i) {
+        PartialView part = view(parts + static_cast<size_t>(i) * pf, group, dv);
+        for (int g = 0; g < group; ++g) {
+          float m_new = std::max(tot.m[g], part.m[g]);
+          float a = std::exp(tot.m[g] - m_new), b2 = std::exp(part.m[g] - m_new);
+          tot.l[g] = tot.l[g] * a + part.l[g] * b2;
+          float* x = tot.acc + static_cast<size_t>(g) * dv;
+          const float* y = part.acc + static_cast<size_t>(g) * dv;
+          for (int d = 0; d < dv; ++d) x[d] = x[d] * a + y[d] * b2;
+          tot.m[g] = m_new;
+        }
+      }
+      for (int g = 0; g < group; ++g) {
+        float* o = out + (static_cast<size_t>(t) * p.n_head + static_cast<size_t>(h) * group + g) * dv;
+        float inv = tot.l[g] > 0 ? 1.f / tot.l[g] : 0.f;
+        const float* x = tot.acc + static_cast<size_t>(g) * dv;
+        for (int d = 0; d < dv; ++d) o[d] = x[d] * inv;
+        if (f.rotate_v) hadamard(o, dv);  // sum_i w_i H v_i = H sum_i w_i v_i; H is its own inverse
+      }
     }
   });
 }
