@@ -209,6 +209,34 @@ void deq_f16_avx2(const void* src, float* y, int64_t n) {
   for (; i < n; ++i) y[i] = h2f(a[i]);
 }
 
+// Dequantizers used on hot paths (KV cells are decoded once per attention step).
+void deq_q8_0_avx2(const void* src, float* y, int64_t n) {
+  const BlockQ8_0* b = static_cast<const BlockQ8_0*>(src);
+  for (int64_t i = 0; i < n / 32; ++i, y += 32) {
+    const __m256 d = _mm256_set1_ps(h2f(b[i].d));
+    for (int k = 0; k < 4; ++k) {
+      __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b[i].qs + 8 * k));
+      _mm256_storeu_ps(y + 8 * k, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q))));
+    }
+  }
+}
+
+void deq_q4_0_avx2(const void* src, float* y, int64_t n) {
+  const BlockQ4_0* b = static_cast<const BlockQ4_0*>(src);
+  const __m128i eight = _mm_set1_epi8(8);
+  for (int64_t i = 0; i < n / 32; ++i, y += 32) {
+    const __m256 d = _mm256_set1_ps(h2f(b[i].d));
+    __m128i lo, hi;
+    nibbles(b[i].qs, lo, hi);
+    lo = _mm_sub_epi8(lo, eight);
+    hi = _mm_sub_epi8(hi, eight);
+    _mm256_storeu_ps(y, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo))));
+    _mm256_storeu_ps(y + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)))));
+    _mm256_storeu_ps(y + 16, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi))));
+    _mm256_storeu_ps(y + 24, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)))));
+  }
+}
+
 }  // namespace
 
 void fill_avx2_int_kernels(KernelTable& t);
@@ -232,6 +260,8 @@ void fill_avx2_kernels(KernelTable& t) {
   set(GgmlType::Q5_K, dot_kquant<BlockQ5_K, deq_q5_k>);
   set(GgmlType::Q6_K, dot_kquant<BlockQ6_K, deq_q6_k>);
   t.dequant[static_cast<int>(GgmlType::F16)] = deq_f16_avx2;
+  t.dequant[static_cast<int>(GgmlType::Q8_0)] = deq_q8_0_avx2;
+  t.dequant[static_cast<int>(GgmlType::Q4_0)] = deq_q4_0_avx2;
 }
 
 }  // namespace strata
