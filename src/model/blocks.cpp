@@ -28,15 +28,20 @@ void attention(const Model& m, const Layer& L, int il, Runtime& rt, Batch& b, co
   if (!L.q_norm.empty()) norm_rows(b.q.data(), L.q_norm, n * hp.n_head, hp.head_dim_k, hp.rms_eps, b.q.data());
   if (!L.k_norm.empty()) norm_rows(b.k.data(), L.k_norm, n * hp.n_head_kv, hp.head_dim_k, hp.rms_eps, b.k.data());
   for (int t = 0; t < n; ++t) {
-    ops::rope(b.q.data() + static_cast<size_t>(t) * QD, hp.n_head, hp.head_dim_k, hp.n_rot, b.pos0 + t, o.rope_base, hp.rope_neox);
-    ops::rope(b.k.data() + static_cast<size_t>(t) * KD, hp.n_head_kv, hp.head_dim_k, hp.n_rot, b.pos0 + t, o.rope_base, hp.rope_neox);
+    ops::rope(b.q.data() + static_cast<size_t>(t) * QD, hp.n_head, hp.head_dim_k, hp.n_rot, b.pos[t], o.rope_base, hp.rope_neox);
+    ops::rope(b.k.data() + static_cast<size_t>(t) * KD, hp.n_head_kv, hp.head_dim_k, hp.n_rot, b.pos[t], o.rope_base, hp.rope_neox);
   }
-  rt.kv.append(b.seq, il, b.pos0, n, b.k.data(), b.v.data());
   kv::AttentionParams ap;
   ap.n_head = hp.n_head;
   ap.scale = hp.attn_scale;
   ap.window = o.window;
-  kv::attend(rt.kv, b.seq, il, b.pos0, n, b.q.data(), ap, b.att.data(), rt.pool);
+  const int OD = hp.n_head * hp.head_dim_v;
+  for (const auto& sg : b.segs) {  // each sequence appends its own cells and attends to them
+    rt.kv.append(sg.seq, il, sg.pos0, sg.n, b.k.data() + static_cast<size_t>(sg.offset) * KD,
+                 b.v.data() + static_cast<size_t>(sg.offset) * VD);
+    kv::attend(rt.kv, sg.seq, il, sg.pos0, sg.n, b.q.data() + static_cast<size_t>(sg.offset) * QD, ap,
+               b.att.data() + static_cast<size_t>(sg.offset) * OD, rt.pool);
+  }
   ops::matmul(L.wo, b.att.data(), n, b.out.data(), rt.pool);
 }
 

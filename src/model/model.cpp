@@ -169,26 +169,46 @@ kv::Config Model::kv_config(int n_ctx, kv::Format fmt, int resident_cells, const
 
 void Model::forward(Runtime& rt, kv::SeqId seq, const int32_t* tokens, int n, int pos0, bool all_logits,
                     float* logits) const {
-  if (n <= 0) throw Error("forward: empty batch");
   if (rt.kv.length(seq) != pos0)
     throw Error("forward: sequence holds " + std::to_string(rt.kv.length(seq)) + " cells, batch starts at " + std::to_string(pos0));
+  forward_batch(rt, {{seq, tokens, n, all_logits}}, logits);
+}
+
+void Model::forward_batch(Runtime& rt, const std::vector<Part>& parts, float* logits) const {
   thread_local Batch b;
-  b.resize(hp, n);
-  b.pos0 = pos0;
-  b.seq = seq;
-  for (int t = 0; t < n; ++t) {
-    if (tokens[t] < 0 || tokens[t] >= hp.n_vocab)
-      throw Error("token id " + std::to_string(tokens[t]) + " out of range [0, " + std::to_string(hp.n_vocab) + ")");
-    float* row = b.x.data() + static_cast<size_t>(t) * hp.n_embd;
-    ops::get_row(tok_embd, tokens[t], row);
-    if (hp.embd_scale != 1.f) ops::scale(row, hp.embd_scale, hp.n_embd);
+  int total = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (parts[i].n <= 0) throw Error("forward: empty part");
+    for (size_t j = 0; j < i; ++j)
+      if (parts[j].seq == parts[i].seq) throw Error("forward: a sequence appears twice in one batch");
+    total += parts[i].n;
+  }
+  if (total == 0) throw Error("forward: empty batch");
+  b.resize(hp, total);
+  b.segs.clear();
+  b.pos.resize(total);
+  std::vector<int> out_rows;  // batch rows whose logits are wanted, in order
+  int off = 0;
+  for (const Part& p : parts) {
+    int pos0 = rt.kv.length(p.seq);
+    b.segs.push_back({p.seq, pos0, off, p.n});
+    for (int t = 0; t < p.n; ++t) {
+      int32_t id = p.tokens[t];
+      if (id < 0 || id >= hp.n_vocab)
+        throw Error("token id " + std::to_string(id) + " out of range [0, " + std::to_string(hp.n_vocab) + ")");
+      b.pos[off + t] = pos0 + t;
+      float* row = b.x.data() + static_cast<size_t>(off + t) * hp.n_embd;
+      ops::get_row(tok_embd, id, row);
+      if (hp.embd_scale != 1.f) ops::scale(row, hp.embd_scale, hp.n_embd);
+      if (p.all_logits || t == p.n - 1) out_rows.push_back(off + t);
+    }
+    off += p.n;
   }
   arch_->forward(*this, rt, b);
-  const int first = all_logits ? 0 : n - 1;
-  const int n_out = n - first;
-  for (int t = first; t < n; ++t)
-    ops::rms_norm(b.x.data() + static_cast<size_t>(t) * hp.n_embd, output_norm.data(), hp.n_embd, hp.rms_eps,
-                  b.xn.data() + static_cast<size_t>(t - first) * hp.n_embd);
+  const int n_out = static_cast<int>(out_rows.size());
+  for (int i = 0; i < n_out; ++i)
+    ops::rms_norm(b.x.data() + static_cast<size_t>(out_rows[i]) * hp.n_embd, output_norm.data(), hp.n_embd, hp.rms_eps,
+                  b.xn.data() + static_cast<size_t>(i) * hp.n_embd);
   ops::matmul(output, b.xn.data(), n_out, logits, rt.pool);
 }
 

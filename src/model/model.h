@@ -36,11 +36,17 @@ struct Layer {
 
 class Model;
 
-// Per-call scratch for a batch of n tokens. Shapes noted per buffer.
+// Per-call scratch for a batch of n tokens from one or more sequences. Shapes noted per buffer.
 struct Batch {
+  struct Segment {
+    kv::SeqId seq;
+    int pos0;    // position of the segment's first token in its sequence
+    int offset;  // index of its first token in the batch
+    int n;
+  };
   int n = 0;
-  int pos0 = 0;
-  kv::SeqId seq = 0;
+  std::vector<Segment> segs;
+  std::vector<int> pos;    // [n] position of each token in its sequence
   std::vector<float> x;    // [n][n_embd] residual stream
   std::vector<float> xn;   // [n][n_embd] normalised input of a block
   std::vector<float> out;  // [n][n_embd] block output
@@ -77,6 +83,18 @@ class Model {
   // the last token.
   void forward(Runtime& rt, kv::SeqId seq, const int32_t* tokens, int n, int pos0, bool all_logits,
                float* logits) const;
+
+  // One step over several sequences at once (continuous batching). Each part appends its tokens
+  // after the cells its sequence already holds. Logits rows are written in part order: every
+  // token's row for all_logits parts, else the last token's. Each row is bit-identical to what
+  // the part would give alone.
+  struct Part {
+    kv::SeqId seq;
+    const int32_t* tokens;
+    int n;
+    bool all_logits;
+  };
+  void forward_batch(Runtime& rt, const std::vector<Part>& parts, float* logits) const;
 
   kv::Config kv_config(int n_ctx, kv::Format fmt, int resident_cells = 0, const std::string& spill_dir = "") const;
 
