@@ -2,7 +2,7 @@
 # Installs the Debian packages strata builds and tests with.
 set -euo pipefail
 pkgs=(cmake g++ make pkg-config libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
-      libpcre2-dev zlib1g-dev clang libclang-rt-14-dev python3 python3-pip)
+      libpcre2-dev zlib1g-dev libcpp-httplib-dev clang libclang-rt-14-dev python3 python3-pip)
 python_pkgs=(gguf==0.19.0 numpy==2.4.6)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

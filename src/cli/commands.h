@@ -13,6 +13,7 @@ void add_tensor(CLI::App& app);
 void add_kv_compare(CLI::App& app);
 void add_probe(CLI::App& app);
 void add_needle(CLI::App& app);
+void add_serve(CLI::App& app);
 
 // Shared parsing helpers.
 std::vector<int32_t> parse_ids(const std::string& s);  // "1,2,3" -> {1,2,3}; throws on junk
