@@ -183,6 +183,7 @@ void Scheduler::loop() {
     {
       std::lock_guard<std::mutex> lk(mu_);
       stats_.active = active;
+      stats_.kv_bytes_in_use = kv_->bytes_in_use();
     }
     if (parts.empty()) continue;
     logits.resize(parts.size() * static_cast<size_t>(V));
