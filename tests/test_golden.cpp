@@ -4,7 +4,7 @@
 //  - F32/F16 models: per position max |logit - ref| <= 0.05 and the same argmax wherever the
 //    reference's top-2 gap is >= 0.05; greedy48 ids identical up to the first near-tie.
 //  - Quantized models: mean KL(ref || ours) over p3_story200 below a per-format bound, top-1
-//    agreement >= 90 %.
+//    agreement >= 95 %.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -192,16 +192,16 @@ TEST_P(GoldenQuant, KlAndTop1WithinBounds) {
   Oracle o = load_oracle(GetParam().model, "p3_story200");
   Comparison c = compare(o, run_logits(*m, o.ids));
   EXPECT_LT(c.mean_kl, GetParam().max_kl);
-  EXPECT_GE(c.top1_agree, c.n * 9 / 10);
+  EXPECT_GE(c.top1_agree, c.n * 95 / 100);
   std::printf("  %s: mean KL %.3e, top-1 %d/%d, max |diff| %.4f\n", GetParam().model, c.mean_kl, c.top1_agree, c.n, c.max_abs);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GoldenQuant,
-                         ::testing::Values(QuantCase{"tiny-llama-Q8_0", 1e-2}, QuantCase{"tiny-qwen3-Q8_0", 1e-2},
-                                           QuantCase{"tiny-llama-Q6_K", 1e-2}, QuantCase{"tiny-qwen3-Q6_K", 1e-2},
-                                           QuantCase{"tiny-llama-Q4_0", 1e-2}, QuantCase{"tiny-qwen3-Q4_0", 1e-2},
-                                           QuantCase{"tiny-llama-Q4_K_M", 1e-2}, QuantCase{"tiny-qwen3-Q4_K_M", 1e-2},
-                                           QuantCase{"tiny-llama-IQ4_NL", 1e-2}, QuantCase{"tiny-qwen3-IQ4_NL", 1e-2}),
+                         ::testing::Values(QuantCase{"tiny-llama-Q8_0", 5e-3}, QuantCase{"tiny-qwen3-Q8_0", 5e-3},
+                                           QuantCase{"tiny-llama-Q6_K", 5e-3}, QuantCase{"tiny-qwen3-Q6_K", 5e-3},
+                                           QuantCase{"tiny-llama-Q4_0", 5e-3}, QuantCase{"tiny-qwen3-Q4_0", 5e-3},
+                                           QuantCase{"tiny-llama-Q4_K_M", 5e-3}, QuantCase{"tiny-qwen3-Q4_K_M", 5e-3},
+                                           QuantCase{"tiny-llama-IQ4_NL", 5e-3}, QuantCase{"tiny-qwen3-IQ4_NL", 5e-3}),
                          [](const auto& info) {
                            std::string s = info.param.model;
                            for (auto& ch : s) if (ch == '-') ch = '_';
