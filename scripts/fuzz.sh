@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer target with clang and fuzzes the GGUF reader for ${1:-60} seconds.
+# Builds the libFuzzer targets with clang; fuzzes the GGUF reader and the API request parsers
+# for ${1:-60} seconds each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-60}"
 dir=build-fuzz
 CC=clang CXX=clang++ cmake -S . -B $dir -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_FUZZ=ON -DSTRATA_TESTS=OFF \
   -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined" >/dev/null
-cmake --build $dir -j"${JOBS:-2}" --target fuzz_gguf
+cmake --build $dir -j"${JOBS:-2}" --target fuzz_gguf fuzz_requests
 mkdir -p $dir/corpus
 # Seed: a small valid GGUF with a SentencePiece vocabulary and one tensor.
 python3 - "$dir/corpus/seed.gguf" <<'PY'
@@ -26,3 +27,7 @@ head += b'\0' * (-len(head) % 32)
 open(sys.argv[1], 'wb').write(head + bytes(68))
 PY
 $dir/fuzz/fuzz_gguf $dir/corpus -max_total_time="$secs" -max_len=65536 -print_final_stats=1 2>&1 | tail -n 12
+mkdir -p $dir/corpus-requests
+printf '%s' '{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":5,"stream":true,"stop":["x"],"temperature":0.5}' > $dir/corpus-requests/chat.json
+printf '%s' '{"prompt":[1,2,3],"max_tokens":3,"logprobs":2}' > $dir/corpus-requests/completion.json
+$dir/fuzz/fuzz_requests $dir/corpus-requests -max_total_time="$secs" -max_len=4096 -print_final_stats=1 2>&1 | tail -n 6

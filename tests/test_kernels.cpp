@@ -106,6 +106,32 @@ TEST_P(IntKernelParity, IntegerDotOnQuantizedActivationsMatchesReference) {
   }
 }
 
+// Several activation rows per weight row must give exactly the single-row results.
+TEST_P(IntKernelParity, MultiRowKernelIsBitIdenticalToSingleRow) {
+  const KernelTable* simd = avx2_kernels();
+  if (!simd) GTEST_SKIP() << "CPU has no AVX2";
+  const GgmlType t = GetParam();
+  const QDotMultiFn dm = simd->dotq_multi[static_cast<int>(t)];
+  if (!dm) return;  // this format has no multi-row kernel; matmul uses the single-row one
+  const GgmlType at = activation_type(t);
+  const int n = 256;
+  const size_t stride = row_bytes(at, n);
+  auto row = random_row(t, n, 42, false);
+  std::vector<uint8_t> xq(stride * 4);
+  for (int r = 0; r < 4; ++r) {
+    auto x = randn(n, 100 + r);
+    quantize_row(at, x.data(), xq.data() + r * stride, n);
+  }
+  for (int ntok = 1; ntok <= 4; ++ntok) {
+    float out[4];
+    dm(n, row.data(), xq.data(), stride, ntok, out);
+    for (int r = 0; r < ntok; ++r) {
+      float single = simd->dotq[static_cast<int>(t)](n, row.data(), xq.data() + r * stride);
+      EXPECT_EQ(0, std::memcmp(&out[r], &single, 4)) << type_name(t) << " ntok " << ntok << " row " << r;
+    }
+  }
+}
+
 TEST(Quant, Q8ActivationQuantizerMatchesGgmlRounding) {
   // 127/amax scaling and ties to even: x = 0.5 * amax/127 * k lands exactly on .5 for odd k.
   std::vector<float> x(32, 0.f);

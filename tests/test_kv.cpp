@@ -171,7 +171,9 @@ TEST_P(ModelInvariants, RollbackEqualsFreshRun) {
   ASSERT_EQ(0, std::memcmp(got.data(), want.data() + 18 * V, got.size() * 4));
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, ModelInvariants, ::testing::Values("tiny-llama-F16", "tiny-gemma3-F16", "tiny-qwen2-F16"),
+INSTANTIATE_TEST_SUITE_P(Models, ModelInvariants,
+                         ::testing::Values("tiny-llama-F16", "tiny-gemma3-F16", "tiny-qwen2-F16", "tiny-llama-Q4_0",
+                                           "tiny-qwen3-Q8_0", "tiny-qwen3-Q4_K_M"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (auto& ch : s) if (ch == '-') ch = '_';

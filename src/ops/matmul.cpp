@@ -5,6 +5,7 @@
 #include "quant/kernels.h"
 #include "quant/quant.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace strata::ops {
@@ -22,6 +23,21 @@ void matmul(const Matrix& w, const float* x, int n_tok, float* y, ThreadPool& po
     const size_t qrow = row_bytes(at, cols);
     xq.resize(qrow * n_tok);
     for (int t = 0; t < n_tok; ++t) quantize_row(at, x + static_cast<size_t>(t) * cols, xq.data() + t * qrow, cols);
+    if (const QDotMultiFn dm = n_tok > 1 ? k.dotq_multi[static_cast<int>(w.type)] : nullptr) {
+      const uint8_t* xqp = xq.data();
+      pool.parallel_for(rows, 16, [&](int64_t r0, int64_t r1) {
+        float out[4];
+        for (int64_t r = r0; r < r1; ++r) {
+          const uint8_t* wr = w.row(r);
+          for (int t = 0; t < n_tok; t += 4) {
+            const int nt = std::min(4, n_tok - t);
+            dm(cols, wr, xqp + t * qrow, qrow, nt, out);
+            for (int i = 0; i < nt; ++i) y[static_cast<size_t>(t + i) * rows + r] = out[i];
+          }
+        }
+      });
+      return;
+    }
     if (const QDotFn dq = k.dotq[static_cast<int>(w.type)]) {
       const uint8_t* xqp = xq.data();
       pool.parallel_for(rows, 16, [&](int64_t r0, int64_t r1) {

@@ -454,6 +454,55 @@ float dotq_q6_k(int n, const void* w, const void* xq) {
   return total;
 }
 
+
+// ---- Several activation rows per weight row (prefill, batched decode) ----
+// Each weight block is unpacked once and multiplied with up to 4 activation rows; the per-row
+// arithmetic is exactly that of the single-row kernels above, so results are bit-identical.
+struct UnpackQ8_0 {
+  static __m256i codes(const BlockQ8_0& b) { return load32(b.qs); }
+};
+struct UnpackQ4_0 {
+  static __m256i codes(const BlockQ4_0& b) { return _mm256_sub_epi8(nibbles32(b.qs), _mm256_set1_epi8(8)); }
+};
+struct UnpackQ5_0 {
+  static __m256i codes(const BlockQ5_0& b) {
+    return _mm256_sub_epi8(_mm256_or_si256(nibbles32(b.qs), high_bits32(b.qh)), _mm256_set1_epi8(16));
+  }
+};
+struct UnpackIQ4_NL {
+  static __m256i codes(const BlockIQ4_NL& b) {
+    const __m128i t128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
+    return _mm256_shuffle_epi8(_mm256_set_m128i(t128, t128), nibbles32(b.qs));
+  }
+};
+
+template <typename Block, typename Unpack, int NT>
+void dotq_multi_n(int n, const Block* b, const uint8_t* xq, size_t stride, float* out) {
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int i = 0; i < n / 32; ++i) {
+    const __m256i q = Unpack::codes(b[i]);
+    const float dw = h2f(b[i].d);
+    for (int t = 0; t < NT; ++t) {
+      const BlockQ8_0& y = reinterpret_cast<const BlockQ8_0*>(xq + t * stride)[i];
+      __m256 p = _mm256_cvtepi32_ps(dot_i8x32(q, load32(y.qs)));
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * h2f(y.d)), p, acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]);
+}
+
+template <typename Block, typename Unpack>
+void dotq_multi(int n, const void* w, const uint8_t* xq, size_t stride, int ntok, float* out) {
+  const Block* b = static_cast<const Block*>(w);
+  switch (ntok) {
+    case 1: dotq_multi_n<Block, Unpack, 1>(n, b, xq, stride, out); break;
+    case 2: dotq_multi_n<Block, Unpack, 2>(n, b, xq, stride, out); break;
+    case 3: dotq_multi_n<Block, Unpack, 3>(n, b, xq, stride, out); break;
+    default: dotq_multi_n<Block, Unpack, 4>(n, b, xq, stride, out); break;
+  }
+}
+
 }  // namespace
 
 void fill_avx2_int_kernels(KernelTable& t) {
@@ -467,6 +516,10 @@ void fill_avx2_int_kernels(KernelTable& t) {
   set(GgmlType::Q4_K, dotq_q45_k<BlockQ4_K, false>);
   set(GgmlType::Q5_K, dotq_q45_k<BlockQ5_K, true>);
   set(GgmlType::Q6_K, dotq_q6_k);
+  t.dotq_multi[static_cast<int>(GgmlType::Q8_0)] = dotq_multi<BlockQ8_0, UnpackQ8_0>;
+  t.dotq_multi[static_cast<int>(GgmlType::Q4_0)] = dotq_multi<BlockQ4_0, UnpackQ4_0>;
+  t.dotq_multi[static_cast<int>(GgmlType::Q5_0)] = dotq_multi<BlockQ5_0, UnpackQ5_0>;
+  t.dotq_multi[static_cast<int>(GgmlType::IQ4_NL)] = dotq_multi<BlockIQ4_NL, UnpackIQ4_NL>;
 }
 
 }  // namespace strata

@@ -11,6 +11,9 @@ using DotFn = float (*)(int n, const void* w, const float* x);       // sum_i w[
 using DequantFn = void (*)(const void* src, float* dst, int64_t n);  // dst[i] = w[i]
 // Dot of a weight row with activations already quantized to activation_type(weight type).
 using QDotFn = float (*)(int n, const void* w, const void* xq);
+// The same for ntok (1..4) activation rows at once (xq + t * xq_stride), sharing the weight
+// unpacking; out[t] is bit-identical to QDotFn on row t.
+using QDotMultiFn = void (*)(int n, const void* w, const uint8_t* xq, size_t xq_stride, int ntok, float* out);
 
 // Activations are quantized once per matmul to the format ggml pairs with each weight format:
 // Q8_0 for the 32-element block formats, Q8_K for the K-quants, and left in f32 for float weights.
@@ -24,6 +27,7 @@ struct KernelTable {
   DequantFn dequant[kMaxTypes] = {};
   QDotFn dotq[kMaxTypes] = {};  // integer kernels; where absent, matmul dequantizes the quantized
                                 // activations and uses dot[] (same values, float arithmetic)
+  QDotMultiFn dotq_multi[kMaxTypes] = {};  // optional: several activation rows per weight row
 
   DotFn dot_for(GgmlType t) const;          // throws when the format has no kernel
   DequantFn dequant_for(GgmlType t) const;  // throws when the format has no kernel

@@ -105,6 +105,7 @@ void sampling(const json& j, GenSettings& g, bool openai) {
   }
   if (auto s = integer(j, "seed", INT64_MIN, INT64_MAX)) g.sampling.seed = static_cast<uint64_t>(*s);
   g.stream = boolean(j, "stream", false);
+  g.ignore_eos = boolean(j, "ignore_eos", false);
 }
 
 void max_tokens(const json& j, GenSettings& g) {

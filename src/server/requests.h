@@ -26,6 +26,7 @@ struct GenSettings {
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;
+  bool ignore_eos = false;  // keep generating past end-of-generation tokens (benchmarks)
   int top_logprobs = -1;  // < 0: none
 };
 

@@ -96,6 +96,7 @@ struct Server::Impl {
     r.max_tokens = g.max_tokens ? std::min(*g.max_tokens, room) : room;
     r.stop = g.stop;
     r.top_logprobs = g.top_logprobs;
+    r.ignore_eos = g.ignore_eos;
     return r;
   }
 

@@ -1,0 +1,46 @@
+#!/usr/bin/env python3
+"""Aggregate generation throughput of `strata serve` with 1, 2, 4, 8 concurrent streams.
+Usage: bench-serve.py STRATA_BINARY MODEL.gguf [tokens per stream]. Prints a table and JSON."""
+import concurrent.futures as cf
+import json
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+strata, model = sys.argv[1], sys.argv[2]
+n_tokens = int(sys.argv[3]) if len(sys.argv) > 3 else 64
+proc = subprocess.Popen([strata, "serve", "-m", model, "--port", "0", "--parallel", "8", "--ctx", "1024"],
+                        stderr=subprocess.PIPE, text=True)
+port = int(re.search(r":(\d+)/", proc.stderr.readline()).group(1))
+threading.Thread(target=proc.stderr.read, daemon=True).start()
+base = f"http://127.0.0.1:{port}"
+while True:
+    try:
+        if urllib.request.urlopen(base + "/health").status == 200:
+            break
+    except Exception:
+        time.sleep(0.2)
+
+
+def one(i):
+    body = json.dumps({"prompt": f"Story {i}: Once upon a time,", "max_tokens": n_tokens, "temperature": 0,
+                       "ignore_eos": True}).encode()
+    req = urllib.request.Request(base + "/v1/completions", data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=600) as r:
+        return json.loads(r.read())["usage"]["completion_tokens"]
+
+
+one(0)  # warm-up
+results = {}
+for streams in (1, 2, 4, 8):
+    t0 = time.time()
+    with cf.ThreadPoolExecutor(streams) as ex:
+        tokens = sum(ex.map(one, range(streams)))
+    dt = time.time() - t0
+    results[streams] = tokens / dt
+    print(f"| {streams} streams | {tokens} tokens | {dt:6.2f} s | {tokens / dt:7.2f} tok/s aggregate | {tokens / dt / results[1]:4.2f}x |")
+proc.terminate()
+print(json.dumps({"model": model, "tokens_per_stream": n_tokens, "aggregate_tokens_per_s": results}))
