@@ -149,12 +149,31 @@ def main():
         freed = False
         for _ in range(100):
             st = json.loads(http(srv.base, "/v1/status")[1])
-            if st["active"] == 0 and st["kv_bytes_in_use"] == 0:
+            if st["active"] == 0 and st["kv_bytes_in_use"] == st["kv_bytes_prefix_cache"]:
                 freed = True
                 break
             time.sleep(0.1)
         generated = st["generated_tokens"] - before
         check("disconnect cancels and frees the slot", freed and generated < 3000, f"{generated} tokens generated; {st!r}")
+
+        # Prefix reuse: a second conversation with the same long system prompt copies its cells
+        # (whole 16-token pages) and answers exactly as a fresh run does.
+        system = "You are a storyteller. " * 20
+        conv = [{"role": "system", "content": system}, {"role": "user", "content": "A story about a cat."}]
+        first = client.chat.completions.create(model="any", messages=conv, max_tokens=12, temperature=0)
+        reused0 = json.loads(http(srv.base, "/v1/status")[1])["prefix_reused_tokens"]
+        conv2 = [{"role": "system", "content": system}, {"role": "user", "content": "A story about a dog."}]
+        second = client.chat.completions.create(model="any", messages=conv2, max_tokens=12, temperature=0)
+        reused = json.loads(http(srv.base, "/v1/status")[1])["prefix_reused_tokens"] - reused0
+        check("prefix reuse copies whole pages of the shared system prompt", reused >= 64 and reused % 16 == 0, str(reused))
+        fresh = Server("--prefix-cache", "0")
+        try:
+            fc = openai.OpenAI(base_url=fresh.base + "/v1", api_key="unused", max_retries=0, timeout=60)
+            alone = fc.chat.completions.create(model="any", messages=conv2, max_tokens=12, temperature=0)
+        finally:
+            fresh.stop()
+        check("prefix reuse gives the same greedy answer", second.choices[0].message.content == alone.choices[0].message.content,
+              repr((second.choices[0].message.content, alone.choices[0].message.content)))
 
         # Malformed requests get 4xx with a message.
         bad = [

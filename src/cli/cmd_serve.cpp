@@ -12,7 +12,7 @@ namespace strata::cli {
 namespace {
 struct ServeOptions {
   std::string model, host = "127.0.0.1", api_key, kv = "f16", kv_spill, alias;
-  int port = 8080, parallel = 4, ctx = 4096, threads = 0, kv_resident = 0, max_queue = 64;
+  int port = 8080, parallel = 4, ctx = 4096, threads = 0, kv_resident = 0, max_queue = 64, prefix_cache = -1;
   bool insecure = false;
 };
 
@@ -47,6 +47,7 @@ void run_serve(const ServeOptions& o) {
   sc.kv_resident = o.kv_resident;
   sc.kv_spill = o.kv_spill;
   sc.max_queue = o.max_queue;
+  sc.prefix_cache = o.prefix_cache;
   srv.attach(*m, *tk, sc);
   std::fprintf(stderr, "strata serve: ready, %d parallel sequences of %d tokens\n", o.parallel, o.ctx);
   std::fflush(stderr);
@@ -64,6 +65,8 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--parallel", o->parallel, "Sequences decoded together")->check(CLI::PositiveNumber);
   cmd->add_option("--ctx", o->ctx, "Context per sequence")->check(CLI::PositiveNumber);
   cmd->add_option("--max-queue", o->max_queue, "Waiting requests before 503")->check(CLI::PositiveNumber);
+  cmd->add_option("--prefix-cache", o->prefix_cache, "Finished sequences kept for prefix reuse (default: --parallel; 0: off)")
+      ->check(CLI::Range(-1, 1024));
   cmd->add_option("-t,--threads", o->threads, "Threads")->check(CLI::NonNegativeNumber);
   cmd->add_option("--kv", o->kv, "KV cache format (f16, f32, int8, q4_0, k8v4)");
   cmd->add_option("--kv-resident", o->kv_resident, "Fast-tier KV cells per layer")->check(CLI::NonNegativeNumber);

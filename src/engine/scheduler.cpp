@@ -26,7 +26,10 @@ std::optional<TokenEvent> Channel::pop(int timeout_ms) {
 
 Scheduler::Scheduler(const model::Model& m, const tok::Tokenizer& tk, const SchedulerOptions& o) : model_(m), tk_(tk), opt_(o) {
   if (o.n_parallel <= 0 || o.n_ctx <= 0) throw Error("--parallel and --ctx must be positive");
-  kv_ = std::make_unique<kv::KvStore>(m.kv_config(o.n_ctx * o.n_parallel, o.kv_format, o.kv_resident, o.kv_spill));
+  cache_max_ = o.prefix_cache < 0 ? o.n_parallel : o.prefix_cache;
+  // Room for every active sequence and every cached one.
+  kv_ = std::make_unique<kv::KvStore>(
+      m.kv_config(o.n_ctx * (o.n_parallel + cache_max_), o.kv_format, o.kv_resident, o.kv_spill));
   pool_ = std::make_unique<ThreadPool>(o.n_threads > 0 ? o.n_threads : ThreadPool::default_threads());
   slots_.resize(o.n_parallel);
   stats_.n_parallel = o.n_parallel;
@@ -81,8 +84,64 @@ void Scheduler::finish(Slot& s, const std::string& reason, const std::string& st
   e.prompt_tokens = static_cast<int>(s.req.prompt.size());
   e.completion_tokens = s.generated;
   s.req.out->push(e);
-  kv_->free_sequence(s.seq);
+  release(s);
+}
+
+std::vector<uint64_t> Scheduler::page_hashes(const std::vector<int32_t>& tokens, int page_size) {
+  std::vector<uint64_t> out;
+  uint64_t h = 1469598103934665603ull;  // FNV-1a, chained across pages
+  for (size_t p = 0; p + page_size <= tokens.size(); p += page_size) {
+    for (int i = 0; i < page_size; ++i) {
+      uint32_t t = static_cast<uint32_t>(tokens[p + i]);
+      for (int b = 0; b < 4; ++b) h = (h ^ ((t >> (8 * b)) & 0xFF)) * 1099511628211ull;
+    }
+    out.push_back(h);
+  }
+  return out;
+}
+
+void Scheduler::release(Slot& s) {
+  // The cells the sequence holds: the prompt and every generated token but the last sampled one.
+  std::vector<int32_t> held(s.req.prompt.begin(), s.req.prompt.begin() + std::min(s.fed, s.req.prompt.size()));
+  held.insert(held.end(), s.generated_ids.begin(), s.generated_ids.end());
+  held.resize(std::min<size_t>(held.size(), kv_->length(s.seq)));
+  const int P = kv_->config().page_size;
+  if (cache_max_ > 0 && static_cast<int>(held.size()) >= P) {
+    if (static_cast<int>(cache_.size()) >= cache_max_) {  // evict the least recently used entry
+      auto lru = std::min_element(cache_.begin(), cache_.end(), [](const Cached& a, const Cached& b) { return a.last_used < b.last_used; });
+      kv_->free_sequence(lru->seq);
+      cache_.erase(lru);
+    }
+    cache_.push_back({s.seq, held, page_hashes(held, P), ++cache_tick_});
+  } else {
+    kv_->free_sequence(s.seq);
+  }
   s = Slot();
+}
+
+int Scheduler::reuse_prefix(Slot& s) {
+  const int P = kv_->config().page_size;
+  auto want = page_hashes(s.req.prompt, P);
+  Cached* best = nullptr;
+  size_t best_pages = 0;
+  for (auto& c : cache_) {
+    size_t n = 0;
+    while (n < want.size() && n < c.page_hashes.size() && want[n] == c.page_hashes[n]) ++n;
+    // Hashes pick the candidate; the tokens themselves decide.
+    while (n > 0 && !std::equal(s.req.prompt.begin(), s.req.prompt.begin() + n * P, c.tokens.begin())) --n;
+    if (n > best_pages) {
+      best_pages = n;
+      best = &c;
+    }
+  }
+  if (!best) return 0;
+  // Whole pages, and at least one prompt token left to evaluate (its logits start the answer).
+  int n = static_cast<int>(std::min(best_pages * P, s.req.prompt.size() - 1));
+  n -= n % P;
+  if (n <= 0) return 0;
+  best->last_used = ++cache_tick_;
+  kv_->copy_prefix(best->seq, s.seq, n);
+  return n;
 }
 
 // Appends a sampled token's text, holding back what may still turn into a stop string or is an
@@ -158,6 +217,9 @@ void Scheduler::loop() {
         s.seq = kv_->new_sequence();
         s.sampler = std::make_unique<Sampler>(s.req.sampling);
         for (int32_t t : s.req.prompt) s.sampler->accept(t);
+        int reused = reuse_prefix(s);
+        s.fed = static_cast<size_t>(reused);
+        stats_.reused_tokens += static_cast<uint64_t>(reused);
       }
     }
     // Build one step: a prompt chunk for sequences still reading their prompt, one token for
@@ -184,6 +246,10 @@ void Scheduler::loop() {
       std::lock_guard<std::mutex> lk(mu_);
       stats_.active = active;
       stats_.kv_bytes_in_use = kv_->bytes_in_use();
+      size_t cached = 0;
+      for (const auto& c : cache_)
+        for (int l = 0; l < kv_->config().n_layers; ++l) cached += static_cast<size_t>(kv_->n_pages(c.seq, l)) * kv_->page_bytes();
+      stats_.kv_bytes_prefix_cache = cached;
     }
     if (parts.empty()) continue;
     logits.resize(parts.size() * static_cast<size_t>(V));
@@ -199,6 +265,10 @@ void Scheduler::loop() {
         s->req.out->push(e);
         kv_->free_sequence(s->seq);
         *s = Slot();
+      }
+      if (!cache_.empty()) {  // make room: drop the prefix cache
+        for (auto& c : cache_) kv_->free_sequence(c.seq);
+        cache_.clear();
       }
       continue;
     }
@@ -224,6 +294,7 @@ void Scheduler::loop() {
         continue;
       }
       ++s.generated;
+      if (s.last >= 0) s.generated_ids.push_back(s.last);  // the previous token is in the cache now
       s.last = tok;
       emit(s, tok, row);
       if (!s.busy) continue;  // a stop string ended it
@@ -240,6 +311,11 @@ void Scheduler::loop() {
     stats_.generated_tokens += produced;
     if (produced) stats_.generate_seconds += sec;
     stats_.kv_bytes_in_use = kv_->bytes_in_use();
+    stats_.cached_sequences = static_cast<int>(cache_.size());
+    size_t cached = 0;
+    for (const auto& c : cache_)
+      for (int l = 0; l < kv_->config().n_layers; ++l) cached += static_cast<size_t>(kv_->n_pages(c.seq, l)) * kv_->page_bytes();
+    stats_.kv_bytes_prefix_cache = cached;
   }
   for (auto& s : slots_)
     if (s.busy) finish(s, "cancelled");

@@ -61,6 +61,7 @@ struct SchedulerOptions {
   int n_ctx = 4096;      // cells per sequence
   int max_queue = 64;    // waiting requests beyond which submit() refuses
   int prefill_chunk = 128;  // prompt tokens a sequence feeds per step, so running streams keep flowing
+  int prefix_cache = -1;    // finished sequences kept for prefix reuse (-1: as many as --parallel)
   int n_threads = 0;
   kv::Format kv_format = kv::Format::F16;
   int kv_resident = 0;
@@ -70,8 +71,10 @@ struct SchedulerOptions {
 struct SchedulerStats {
   int active = 0, queued = 0, n_parallel = 0;
   uint64_t requests = 0, prompt_tokens = 0, generated_tokens = 0, steps = 0;
+  uint64_t reused_tokens = 0;  // prompt tokens whose cells came from the prefix cache
+  int cached_sequences = 0;
   double generate_seconds = 0;  // wall time of steps that produced tokens
-  size_t kv_bytes_in_use = 0, kv_bytes_capacity = 0;
+  size_t kv_bytes_in_use = 0, kv_bytes_capacity = 0, kv_bytes_prefix_cache = 0;
   std::string kv_description;
 };
 
@@ -95,9 +98,21 @@ class Scheduler {
     size_t fed = 0;           // prompt tokens in the cache
     int32_t last = -1;        // sampled token not yet in the cache
     int generated = 0;
+    std::vector<int32_t> generated_ids;  // generated tokens already in the cache
     std::string pending;      // decoded text held back (incomplete UTF-8 / possible stop prefix)
     std::unique_ptr<Sampler> sampler;
   };
+  // Prefix cache: finished sequences whose cells new requests may copy. Pages are matched by a
+  // hash chain over their tokens (page i's hash covers tokens [0, 16 (i + 1))).
+  struct Cached {
+    kv::SeqId seq;
+    std::vector<int32_t> tokens;  // the cells the sequence holds
+    std::vector<uint64_t> page_hashes;
+    uint64_t last_used;
+  };
+  static std::vector<uint64_t> page_hashes(const std::vector<int32_t>& tokens, int page_size);
+  void release(Slot& s);         // keeps the sequence in the prefix cache, or frees it
+  int reuse_prefix(Slot& s);     // copies the longest cached prefix into s; returns its length
   void loop();
   void finish(Slot& s, const std::string& reason, const std::string& stop_sequence = "");
   void emit(Slot& s, int32_t tok, const float* logits);
@@ -108,6 +123,9 @@ class Scheduler {
   std::unique_ptr<kv::KvStore> kv_;
   std::unique_ptr<ThreadPool> pool_;
   std::vector<Slot> slots_;
+  std::vector<Cached> cache_;
+  uint64_t cache_tick_ = 0;
+  int cache_max_ = 0;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<GenRequest> queue_;

@@ -380,6 +380,9 @@ struct Server::Impl {
             {"kv_resident_cells", sched->options().kv_resident},
             {"kv_bytes_in_use", st.kv_bytes_in_use},
             {"kv_bytes_capacity", st.kv_bytes_capacity},
+            {"kv_bytes_prefix_cache", st.kv_bytes_prefix_cache},
+            {"prefix_cached_sequences", st.cached_sequences},
+            {"prefix_reused_tokens", st.reused_tokens},
             {"slots", st.n_parallel},
             {"active", st.active},
             {"queued", st.queued},
@@ -469,6 +472,10 @@ struct Server::Impl {
     metric("strata_active_sequences", "gauge", "Sequences being generated.", st.active);
     metric("strata_kv_bytes_in_use", "gauge", "KV cache bytes held by sequences.", static_cast<double>(st.kv_bytes_in_use));
     metric("strata_kv_bytes_capacity", "gauge", "KV cache capacity in bytes.", static_cast<double>(st.kv_bytes_capacity));
+    metric("strata_kv_bytes_prefix_cache", "gauge", "KV bytes held by finished sequences kept for prefix reuse.",
+           static_cast<double>(st.kv_bytes_prefix_cache));
+    metric("strata_prefix_reused_tokens_total", "counter", "Prompt tokens whose cells were copied from the prefix cache.",
+           static_cast<double>(st.reused_tokens));
     res.set_content(s, "text/plain; version=0.0.4");
   }
 };
