@@ -382,78 +382,123 @@ inline int hsum_i32(__m256i v) {
   return _mm_cvtsi128_si32(t);
 }
 
-// Q4_K and Q5_K: eight 32-element sub-blocks, each with a 6-bit scale and min.
-template <typename Block, bool kFive>
-float dotq_q45_k(int n, const void* w, const void* xq) {
-  const Block* b = static_cast<const Block*>(w);
-  const BlockQ8_K* y = static_cast<const BlockQ8_K*>(xq);
+// Q4_K and Q5_K: eight 32-element sub-blocks, each with a 6-bit scale and min. The weight
+// super-block is unpacked once for NT activation rows (NT = 1 is the single-row kernel).
+template <typename Block, bool kFive, int NT>
+void dotq_q45_k_n(int n, const Block* b, const uint8_t* xq, size_t stride, float* out) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
-  float total = 0;
+  float total[NT] = {};
   for (int i = 0; i < n / 256; ++i) {
     uint8_t sc[8], mn[8];
     for (int j = 0; j < 8; ++j) get_scale_min_k4(j, b[i].scales, sc[j], mn[j]);
-    int sum_mins = 0;
-    for (int j = 0; j < 8; ++j) sum_mins += mn[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
-    __m256i acc = _mm256_setzero_si256();
+    __m256i lo[4], hi[4];
     __m256i qh = _mm256_setzero_si256();
     if constexpr (kFive) qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qh));
     for (int j = 0; j < 4; ++j) {
       __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qs + 32 * j));
-      __m256i lo = _mm256_and_si256(q, m4);
-      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+      lo[j] = _mm256_and_si256(q, m4);
+      hi[j] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
       if constexpr (kFive) {
         const __m256i bit_lo = _mm256_set1_epi8(static_cast<char>(1 << (2 * j)));
         const __m256i bit_hi = _mm256_set1_epi8(static_cast<char>(2 << (2 * j)));
-        lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_lo), bit_lo), _mm256_set1_epi8(16)));
-        hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_hi), bit_hi), _mm256_set1_epi8(16)));
+        lo[j] = _mm256_or_si256(lo[j], _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_lo), bit_lo), _mm256_set1_epi8(16)));
+        hi[j] = _mm256_or_si256(hi[j], _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_hi), bit_hi), _mm256_set1_epi8(16)));
       }
-      __m256i p_lo = _mm256_maddubs_epi16(lo, load32(y[i].qs + 64 * j));
-      __m256i p_hi = _mm256_maddubs_epi16(hi, load32(y[i].qs + 64 * j + 32));
-      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p_lo, _mm256_set1_epi16(sc[2 * j])));
-      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p_hi, _mm256_set1_epi16(sc[2 * j + 1])));
     }
-    total += y[i].d * h2f(b[i].d) * static_cast<float>(hsum_i32(acc)) -
-             y[i].d * h2f(b[i].dmin) * static_cast<float>(sum_mins);
+    const float dw = h2f(b[i].d), dmin = h2f(b[i].dmin);
+    for (int t = 0; t < NT; ++t) {
+      const BlockQ8_K& y = reinterpret_cast<const BlockQ8_K*>(xq + t * stride)[i];
+      int sum_mins = 0;
+      for (int j = 0; j < 8; ++j) sum_mins += mn[j] * (y.bsums[2 * j] + y.bsums[2 * j + 1]);
+      __m256i acc = _mm256_setzero_si256();
+      for (int j = 0; j < 4; ++j) {
+        __m256i p_lo = _mm256_maddubs_epi16(lo[j], load32(y.qs + 64 * j));
+        __m256i p_hi = _mm256_maddubs_epi16(hi[j], load32(y.qs + 64 * j + 32));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p_lo, _mm256_set1_epi16(sc[2 * j])));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p_hi, _mm256_set1_epi16(sc[2 * j + 1])));
+      }
+      const float a = y.d * dw * static_cast<float>(hsum_i32(acc));
+      const float m = y.d * dmin * static_cast<float>(sum_mins);
+      total[t] += a - m;
+    }
   }
-  return total;
+  for (int t = 0; t < NT; ++t) out[t] = total[t];
+}
+
+template <typename Block, bool kFive>
+float dotq_q45_k(int n, const void* w, const void* xq) {
+  float out;
+  dotq_q45_k_n<Block, kFive, 1>(n, static_cast<const Block*>(w), static_cast<const uint8_t*>(xq), 0, &out);
+  return out;
+}
+
+template <typename Block, bool kFive>
+void dotq_q45_k_multi(int n, const void* w, const uint8_t* xq, size_t stride, int ntok, float* out) {
+  const Block* b = static_cast<const Block*>(w);
+  switch (ntok) {
+    case 1: dotq_q45_k_n<Block, kFive, 1>(n, b, xq, stride, out); break;
+    case 2: dotq_q45_k_n<Block, kFive, 2>(n, b, xq, stride, out); break;
+    case 3: dotq_q45_k_n<Block, kFive, 3>(n, b, xq, stride, out); break;
+    default: dotq_q45_k_n<Block, kFive, 4>(n, b, xq, stride, out); break;
+  }
 }
 
 // Q6_K: sixteen 16-element groups with signed 8-bit scales, codes 0..63 offset by 32.
-float dotq_q6_k(int n, const void* w, const void* xq) {
-  const BlockQ6_K* b = static_cast<const BlockQ6_K*>(w);
-  const BlockQ8_K* y = static_cast<const BlockQ8_K*>(xq);
+template <int NT>
+void dotq_q6_k_n(int n, const BlockQ6_K* b, const uint8_t* xq, size_t stride, float* out) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
-  float total = 0;
+  float total[NT] = {};
   for (int i = 0; i < n / 256; ++i) {
     const int8_t* sc = b[i].scales;
-    int offset = 0;  // sum over groups of scale * 32 * sum(q8)
-    for (int g = 0; g < 16; ++g) offset += sc[g] * y[i].bsums[g];
-    __m256i acc = _mm256_setzero_si256();
+    __m256i q[2][4], s[2][4];
     for (int half = 0; half < 2; ++half) {
       const uint8_t* ql = b[i].ql + 64 * half;
       __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
       __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
       __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qh + 32 * half));
-      __m256i q[4] = {
-          _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m3), 4)),
-          _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m3), 4)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m3), 4)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4)),
-      };
+      q[half][0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m3), 4));
+      q[half][1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m3), 4));
+      q[half][2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m3), 4));
+      q[half][3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4));
       for (int k = 0; k < 4; ++k) {
         const int g = 8 * half + 2 * k;  // groups g (first 16 codes) and g + 1
-        __m256i p = _mm256_maddubs_epi16(q[k], load32(y[i].qs + 128 * half + 32 * k));
-        __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g]));
-        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, s));
+        s[half][k] = _mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g]));
       }
     }
-    total += y[i].d * h2f(b[i].d) * static_cast<float>(hsum_i32(acc) - 32 * offset);
+    const float dw = h2f(b[i].d);
+    for (int t = 0; t < NT; ++t) {
+      const BlockQ8_K& y = reinterpret_cast<const BlockQ8_K*>(xq + t * stride)[i];
+      int offset = 0;  // sum over groups of scale * sum(q8); the codes' +32 offset is removed with it
+      for (int g = 0; g < 16; ++g) offset += sc[g] * y.bsums[g];
+      __m256i acc = _mm256_setzero_si256();
+      for (int half = 0; half < 2; ++half)
+        for (int k = 0; k < 4; ++k) {
+          __m256i p = _mm256_maddubs_epi16(q[half][k], load32(y.qs + 128 * half + 32 * k));
+          acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, s[half][k]));
+        }
+      total[t] += y.d * dw * static_cast<float>(hsum_i32(acc) - 32 * offset);
+    }
   }
-  return total;
+  for (int t = 0; t < NT; ++t) out[t] = total[t];
 }
 
+float dotq_q6_k(int n, const void* w, const void* xq) {
+  float out;
+  dotq_q6_k_n<1>(n, static_cast<const BlockQ6_K*>(w), static_cast<const uint8_t*>(xq), 0, &out);
+  return out;
+}
+
+void dotq_q6_k_multi(int n, const void* w, const uint8_t* xq, size_t stride, int ntok, float* out) {
+  const BlockQ6_K* b = static_cast<const BlockQ6_K*>(w);
+  switch (ntok) {
+    case 1: dotq_q6_k_n<1>(n, b, xq, stride, out); break;
+    case 2: dotq_q6_k_n<2>(n, b, xq, stride, out); break;
+    case 3: dotq_q6_k_n<3>(n, b, xq, stride, out); break;
+    default: dotq_q6_k_n<4>(n, b, xq, stride, out); break;
+  }
+}
 
 // ---- Several activation rows per weight row (prefill, batched decode) ----
 // Each weight block is unpacked once and multiplied with up to 4 activation rows; the per-row
@@ -520,6 +565,9 @@ void fill_avx2_int_kernels(KernelTable& t) {
   t.dotq_multi[static_cast<int>(GgmlType::Q4_0)] = dotq_multi<BlockQ4_0, UnpackQ4_0>;
   t.dotq_multi[static_cast<int>(GgmlType::Q5_0)] = dotq_multi<BlockQ5_0, UnpackQ5_0>;
   t.dotq_multi[static_cast<int>(GgmlType::IQ4_NL)] = dotq_multi<BlockIQ4_NL, UnpackIQ4_NL>;
+  t.dotq_multi[static_cast<int>(GgmlType::Q4_K)] = dotq_q45_k_multi<BlockQ4_K, false>;
+  t.dotq_multi[static_cast<int>(GgmlType::Q5_K)] = dotq_q45_k_multi<BlockQ5_K, true>;
+  t.dotq_multi[static_cast<int>(GgmlType::Q6_K)] = dotq_q6_k_multi;
 }
 
 }  // namespace strata
