@@ -159,7 +159,9 @@ TEST(Cli, ProbeAndNeedleCompareStreamedTwins) {
   EXPECT_EQ(pj.size(), 4u * 5u);  // 4 probes x (f32, f16, k8v4, and two streamed twins)
   bool caused = false;
   for (auto& row : pj) {
-    if (row["kv"].get<std::string>().find("/res") != std::string::npos) EXPECT_EQ(row["identical_to_unstreamed"], "yes");
+    if (row["kv"].get<std::string>().find("/res") != std::string::npos) {
+      EXPECT_EQ(row["identical_to_unstreamed"], "yes");
+    }
     caused |= row["degenerate_by_cache"].get<bool>();
   }
   // Random weights are fragile: 4-bit V may make one of them loop. The exit code must say so.
