@@ -6,6 +6,20 @@
 
 namespace strata::cli {
 
+void add_kv_options(CLI::App* cmd, KvOptions& o, const std::string& default_format) {
+  o.format = default_format;
+  cmd->add_option("--kv", o.format, "KV cache format (f16, f32, int8, q4_0, k8v4)");
+  cmd->add_option("--kv-resident", o.resident, "Fast-tier KV cells per layer; the rest streams from the backing tier (min 32)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--kv-spill", o.spill, "Directory for a file-backed KV backing tier");
+}
+
+void apply_kv_options(const KvOptions& o, engine::SessionOptions& so) {
+  so.kv_format = kv::parse_format(o.format);
+  so.kv_resident = o.resident;
+  so.kv_spill = o.spill;
+}
+
 std::vector<int32_t> parse_ids(const std::string& s) {
   std::vector<int32_t> ids;
   size_t pos = 0;

@@ -16,9 +16,8 @@ namespace strata::cli {
 
 namespace {
 struct BenchOptions {
-  std::string model, kv = "f16";
-  int kv_resident = 0;
-  std::string kv_spill;
+  std::string model;
+  KvOptions kv;
   int n_prompt = 512, n_gen = 128, threads = 0, reps = 3, batch = 512;
   bool json = false;
 };
@@ -57,9 +56,7 @@ void run_bench(const BenchOptions& o) {
   so.n_ctx = o.n_prompt + o.n_gen + 1;
   so.n_threads = o.threads;
   so.n_batch = o.batch;
-  so.kv_format = kv::parse_format(o.kv);
-  so.kv_resident = o.kv_resident;
-  so.kv_spill = o.kv_spill;
+  apply_kv_options(o.kv, so);
   engine::Session s(*m, so);
   // Deterministic pseudo-random prompt (token ids avoid the first 4, usually special).
   std::vector<int32_t> prompt(o.n_prompt);
@@ -102,7 +99,7 @@ void run_bench(const BenchOptions& o) {
                         {"arch", hp.arch},
                         {"threads", s.n_threads()},
                         {"kernels", kernels().isa},
-                        {"kv", o.kv},
+                        {"kv", o.kv.format},
                         {"n_prompt", o.n_prompt},
                         {"n_gen", o.n_gen},
                         {"reps", o.reps},
@@ -122,7 +119,7 @@ void run_bench(const BenchOptions& o) {
     return;
   }
   std::printf("model: %s (%s), %d threads, %s kernels, KV %s, %d repetitions\n", o.model.c_str(), hp.arch.c_str(),
-              s.n_threads(), kernels().isa, o.kv.c_str(), o.reps);
+              s.n_threads(), kernels().isa, o.kv.format.c_str(), o.reps);
   std::printf("| test   | tokens/s (median) | min      | max      |\n|--------|-------------------|----------|----------|\n");
   if (!pp.empty()) std::printf("| pp%-4d | %17.2f | %8.2f | %8.2f |\n", o.n_prompt, ps.median, ps.min, ps.max);
   if (!tg.empty()) std::printf("| tg%-4d | %17.2f | %8.2f | %8.2f |\n", o.n_gen, ts.median, ts.min, ts.max);
@@ -142,9 +139,7 @@ void add_bench(CLI::App& app) {
   cmd->add_option("-t,--threads", o->threads, "Threads (default: physical cores)")->check(CLI::NonNegativeNumber);
   cmd->add_option("-r,--reps", o->reps, "Repetitions (median and spread are reported)")->check(CLI::PositiveNumber);
   cmd->add_option("-b,--batch", o->batch, "Prompt tokens per forward call")->check(CLI::PositiveNumber);
-  cmd->add_option("--kv", o->kv, "KV cache format (f16, f32, int8, q4_0, k8v4)");
-  cmd->add_option("--kv-resident", o->kv_resident, "Fast-tier KV cells per layer; the rest streams from the backing tier (min 32)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--kv-spill", o->kv_spill, "Directory for a file-backed KV backing tier");
+  add_kv_options(cmd, o->kv, "f16");
   cmd->add_flag("--json", o->json, "Print one JSON object");
   cmd->callback([o] { run_bench(*o); });
 }

@@ -11,9 +11,8 @@ namespace strata::cli {
 
 namespace {
 struct LogitsOptions {
-  std::string model, prompt, ids, out, kv = "f32";
-  int kv_resident = 0;
-  std::string kv_spill;
+  std::string model, prompt, ids, out;
+  KvOptions kv;
   int threads = 0, ctx = 0, batch = 256;
 };
 
@@ -33,11 +32,9 @@ void run_logits(const LogitsOptions& o) {
   so.n_ctx = o.ctx > 0 ? o.ctx : std::max<int>(static_cast<int>(ids.size()), 1);
   so.n_threads = o.threads;
   so.n_batch = o.batch;
-  so.kv_format = kv::parse_format(o.kv);
-  so.kv_resident = o.kv_resident;
-  so.kv_spill = o.kv_spill;
+  apply_kv_options(o.kv, so);
   engine::Session s(*m, so);
-  if (o.kv_resident > 0) std::fprintf(stderr, "%s\n", s.kv().describe().c_str());
+  if (o.kv.resident > 0) std::fprintf(stderr, "%s\n", s.kv().describe().c_str());
   auto logits = s.eval(ids, true);
   std::ofstream f(o.out, std::ios::binary);
   if (!f) throw Error("cannot write " + o.out);
@@ -57,9 +54,7 @@ void add_logits(CLI::App& app) {
   cmd->add_option("-t,--threads", o->threads, "Threads (default: physical cores)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--ctx", o->ctx, "Context size (default: the prompt length)")->check(CLI::NonNegativeNumber);
   cmd->add_option("-b,--batch", o->batch, "Tokens per forward call")->check(CLI::PositiveNumber);
-  cmd->add_option("--kv", o->kv, "KV cache format (f32, f16, int8, q4_0, k8v4)");
-  cmd->add_option("--kv-resident", o->kv_resident, "Fast-tier KV cells per layer; the rest streams from the backing tier (min 32)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--kv-spill", o->kv_spill, "Directory for a file-backed KV backing tier");
+  add_kv_options(cmd, o->kv, "f32");
   cmd->callback([o] { run_logits(*o); });
 }
 

@@ -14,9 +14,8 @@ namespace strata::cli {
 namespace {
 
 struct RunOptions {
-  std::string model, prompt, ids, system, kv = "f16";
-  int kv_resident = 0;
-  std::string kv_spill;
+  std::string model, prompt, ids, system;
+  KvOptions kv;
   int n_predict = 128, threads = 0, ctx = 4096, batch = 256;
   bool chat = false, ignore_eos = false, print_ids = false, verbose = false, no_echo = false;
   engine::SamplerParams sp;
@@ -80,16 +79,14 @@ void run_generate(const RunOptions& o) {
   so.n_ctx = o.ctx;
   so.n_threads = o.threads;
   so.n_batch = o.batch;
-  so.kv_format = kv::parse_format(o.kv);
-  so.kv_resident = o.kv_resident;
-  so.kv_spill = o.kv_spill;
+  apply_kv_options(o.kv, so);
   engine::Session s(*m, so);
   if (o.verbose) {
     const auto& hp = m->hparams();
     std::fprintf(stderr, "model: %s, %d layers, %s weights; %d threads; kernels %s\n", hp.arch.c_str(), hp.n_layer,
                  human_bytes(static_cast<double>(m->weight_bytes())).c_str(), s.n_threads(), kernels().isa);
   }
-  if (o.verbose || o.kv_resident > 0) std::fprintf(stderr, "%s\n", s.kv().describe().c_str());
+  if (o.verbose || o.kv.resident > 0) std::fprintf(stderr, "%s\n", s.kv().describe().c_str());
   if (o.chat) return run_chat(o, *m, *tk, s);
 
   std::vector<int32_t> prompt = o.ids.empty() ? tk->encode(o.prompt, true, false) : parse_ids(o.ids);
@@ -129,9 +126,7 @@ void add_run(CLI::App& app) {
   cmd->add_option("-t,--threads", o->threads, "Threads (default: physical cores)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--ctx", o->ctx, "Context size in tokens")->check(CLI::PositiveNumber);
   cmd->add_option("-b,--batch", o->batch, "Prompt tokens per forward call")->check(CLI::PositiveNumber);
-  cmd->add_option("--kv", o->kv, "KV cache format (f16, f32, int8, q4_0, k8v4)");
-  cmd->add_option("--kv-resident", o->kv_resident, "Fast-tier KV cells per layer; the rest streams from the backing tier (min 32)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--kv-spill", o->kv_spill, "Directory for a file-backed KV backing tier");
+  add_kv_options(cmd, o->kv, "f16");
   cmd->add_flag("--chat", o->chat, "Interactive chat using the model's chat format");
   cmd->add_option("--system", o->system, "System message for --chat");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at end-of-generation tokens");

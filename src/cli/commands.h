@@ -2,6 +2,8 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
+#include "engine/session.h"
+
 namespace strata::cli {
 
 void add_info(CLI::App& app);
@@ -14,6 +16,16 @@ void add_kv_compare(CLI::App& app);
 void add_probe(CLI::App& app);
 void add_needle(CLI::App& app);
 void add_serve(CLI::App& app);
+
+// The KV cache options shared by run, logits and bench.
+struct KvOptions {
+  std::string format;
+  int resident = 0;
+  std::string spill;
+};
+void add_kv_options(CLI::App* cmd, KvOptions& o, const std::string& default_format);
+// Copies the options into a session's settings (validating the format name).
+void apply_kv_options(const KvOptions& o, strata::engine::SessionOptions& so);
 
 // Shared parsing helpers.
 std::vector<int32_t> parse_ids(const std::string& s);  // "1,2,3" -> {1,2,3}; throws on junk
