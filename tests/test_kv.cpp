@@ -86,7 +86,7 @@ TEST(KvStore, RefusesToOverflow) {
   kv::KvStore s(c);
   auto seq = s.new_sequence();
   std::mt19937 rng(2);
-  auto k = randv(33 * 16, rng);
+  auto k = randv(48 * 16, rng);  // 48 cells x 2 KV heads x 8 dims
   EXPECT_THROW(s.append(seq, 0, 0, 48, k.data(), k.data()), Error);
 }
 
