@@ -53,6 +53,7 @@ void run_serve(const ServeOptions& o) {
   std::fflush(stderr);
   srv.wait();
   g_server = nullptr;
+  srv.detach();  // the engine thread ends before the model it uses
 }
 }  // namespace
 

@@ -319,6 +319,14 @@ void Scheduler::loop() {
   }
   for (auto& s : slots_)
     if (s.busy) finish(s, "cancelled");
+  std::lock_guard<std::mutex> lk(mu_);
+  for (auto& r : queue_) {  // never admitted: tell their readers
+    TokenEvent e;
+    e.kind = TokenEvent::Failed;
+    e.error = "the server is shutting down";
+    r.out->push(e);
+  }
+  queue_.clear();
 }
 
 }  // namespace strata::engine

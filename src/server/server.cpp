@@ -514,6 +514,11 @@ void Server::attach(const model::Model& m, const tok::Tokenizer& tk, const engin
 
 void Server::stop() { impl_->http.stop(); }
 
+void Server::detach() {
+  impl_->ready = false;
+  impl_->sched.reset();
+}
+
 void Server::wait() {
   if (impl_->thread.joinable()) impl_->thread.join();
 }

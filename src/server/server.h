@@ -27,7 +27,8 @@ class Server {
   // Makes the loaded model available; from now on requests are served.
   void attach(const model::Model& m, const tok::Tokenizer& tk, const engine::SchedulerOptions& so);
   void stop();
-  void wait();  // until stopped
+  void wait();    // until stopped
+  void detach();  // stops the engine thread; call before the model and tokenizer go away
   int port() const;
 
  private:
