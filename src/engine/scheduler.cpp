@@ -119,6 +119,13 @@ void Scheduler::release(Slot& s) {
   s = Slot();
 }
 
+size_t Scheduler::prefix_cache_bytes() const {
+  size_t bytes = 0;
+  for (const auto& c : cache_)
+    for (int l = 0; l < kv_->config().n_layers; ++l) bytes += static_cast<size_t>(kv_->n_pages(c.seq, l)) * kv_->page_bytes();
+  return bytes;
+}
+
 int Scheduler::reuse_prefix(Slot& s) {
   const int P = kv_->config().page_size;
   auto want = page_hashes(s.req.prompt, P);
@@ -246,10 +253,7 @@ void Scheduler::loop() {
       std::lock_guard<std::mutex> lk(mu_);
       stats_.active = active;
       stats_.kv_bytes_in_use = kv_->bytes_in_use();
-      size_t cached = 0;
-      for (const auto& c : cache_)
-        for (int l = 0; l < kv_->config().n_layers; ++l) cached += static_cast<size_t>(kv_->n_pages(c.seq, l)) * kv_->page_bytes();
-      stats_.kv_bytes_prefix_cache = cached;
+      stats_.kv_bytes_prefix_cache = prefix_cache_bytes();
     }
     if (parts.empty()) continue;
     logits.resize(parts.size() * static_cast<size_t>(V));
@@ -312,10 +316,7 @@ void Scheduler::loop() {
     if (produced) stats_.generate_seconds += sec;
     stats_.kv_bytes_in_use = kv_->bytes_in_use();
     stats_.cached_sequences = static_cast<int>(cache_.size());
-    size_t cached = 0;
-    for (const auto& c : cache_)
-      for (int l = 0; l < kv_->config().n_layers; ++l) cached += static_cast<size_t>(kv_->n_pages(c.seq, l)) * kv_->page_bytes();
-    stats_.kv_bytes_prefix_cache = cached;
+    stats_.kv_bytes_prefix_cache = prefix_cache_bytes();
   }
   for (auto& s : slots_)
     if (s.busy) finish(s, "cancelled");

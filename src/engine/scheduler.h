@@ -113,6 +113,7 @@ class Scheduler {
   static std::vector<uint64_t> page_hashes(const std::vector<int32_t>& tokens, int page_size);
   void release(Slot& s);         // keeps the sequence in the prefix cache, or frees it
   int reuse_prefix(Slot& s);     // copies the longest cached prefix into s; returns its length
+  size_t prefix_cache_bytes() const;
   void loop();
   void finish(Slot& s, const std::string& reason, const std::string& stop_sequence = "");
   void emit(Slot& s, int32_t tok, const float* logits);

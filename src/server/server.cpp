@@ -44,6 +44,11 @@ bool is_loopback(const std::string& host) {
   return host == "127.0.0.1" || host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
 
+json usage_json(int prompt_tokens, int completion_tokens) {
+  return {{"prompt_tokens", prompt_tokens}, {"completion_tokens", completion_tokens},
+          {"total_tokens", prompt_tokens + completion_tokens}};
+}
+
 std::string sse(const json& j) { return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n"; }
 std::string sse_event(const char* event, const json& j) {
   return std::string("event: ") + event + "\n" + sse(j);
@@ -177,8 +182,7 @@ struct Server::Impl {
       }
       json out = {{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", model_name},
                   {"choices", json::array({choice})},
-                  {"usage", {{"prompt_tokens", a.prompt_tokens}, {"completion_tokens", a.completion_tokens},
-                             {"total_tokens", a.prompt_tokens + a.completion_tokens}}}};
+                  {"usage", usage_json(a.prompt_tokens, a.completion_tokens)}};
       res.set_content(out.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
       return;
     }
@@ -213,9 +217,7 @@ struct Server::Impl {
             s = sse(chunk(json::object(), e->finish_reason));
             if (usage)
               s += sse({{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model_name},
-                        {"choices", json::array()},
-                        {"usage", {{"prompt_tokens", e->prompt_tokens}, {"completion_tokens", e->completion_tokens},
-                                   {"total_tokens", e->prompt_tokens + e->completion_tokens}}}});
+                        {"choices", json::array()}, {"usage", usage_json(e->prompt_tokens, e->completion_tokens)}});
             s += "data: [DONE]\n\n";
             *state = 2;
             bool ok = sink.write(s.data(), s.size());
@@ -258,8 +260,7 @@ struct Server::Impl {
       if (!a.error.empty()) return send_error(res, 500, a.error, "server_error");
       json out = {{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model_name},
                   {"choices", json::array({{{"index", 0}, {"text", a.text}, {"finish_reason", a.finish}, {"logprobs", lp_json(a.tokens)}}})},
-                  {"usage", {{"prompt_tokens", a.prompt_tokens}, {"completion_tokens", a.completion_tokens},
-                             {"total_tokens", a.prompt_tokens + a.completion_tokens}}}};
+                  {"usage", usage_json(a.prompt_tokens, a.completion_tokens)}};
       res.set_content(out.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
       return;
     }
@@ -286,9 +287,7 @@ struct Server::Impl {
             s = sse(chunk("", e->finish_reason, nullptr));
             if (usage)
               s += sse({{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model_name},
-                        {"choices", json::array()},
-                        {"usage", {{"prompt_tokens", e->prompt_tokens}, {"completion_tokens", e->completion_tokens},
-                                   {"total_tokens", e->prompt_tokens + e->completion_tokens}}}});
+                        {"choices", json::array()}, {"usage", usage_json(e->prompt_tokens, e->completion_tokens)}});
             s += "data: [DONE]\n\n";
             *state = 2;
             bool ok = sink.write(s.data(), s.size());
