@@ -181,3 +181,27 @@ TEST(Cli, TokenizeShowsPieces) {
 }
 
 }  // namespace
+
+TEST(Cli, SynthThenQuantizeGivesARunnableModel) {
+  const std::string f32 = "/tmp/strata_cli_synth.gguf", q = "/tmp/strata_cli_synth_q4km.gguf";
+  auto r = run("synth --arch qwen3 --preset tiny --type F32 --seed 5 --vocab-from " + test::model_path("stories260K") +
+               " -o " + f32);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("bits per weight"), std::string::npos) << r.err;
+  r = run("quantize -m " + f32 + " -o " + q + " --type Q4_K_M -v");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("blk.0.attn_v.weight"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("-> Q6_K"), std::string::npos) << r.err;
+  r = run("info -m " + q);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("Q4_K"), std::string::npos) << r.out;
+  r = run("run -m " + q + " -p \"Once upon a time\" -n 8");
+  EXPECT_EQ(r.code, 0) << r.err;
+  // Bad requests: unknown type, same file in and out, unreadable input. No output file is left.
+  EXPECT_NE(run("quantize -m " + f32 + " -o /tmp/strata_cli_x.gguf --type Q9").err.find("valid:"), std::string::npos);
+  EXPECT_NE(run("quantize -m " + f32 + " -o " + f32 + " --type Q8_0").code, 0);
+  EXPECT_NE(run("quantize -m /nonexistent.gguf -o /tmp/strata_cli_x.gguf --type Q8_0").code, 0);
+  EXPECT_NE(test::file_exists("/tmp/strata_cli_x.gguf"), true);
+  std::remove(f32.c_str());
+  std::remove(q.c_str());
+}

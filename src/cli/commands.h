@@ -16,6 +16,8 @@ void add_kv_compare(CLI::App& app);
 void add_probe(CLI::App& app);
 void add_needle(CLI::App& app);
 void add_serve(CLI::App& app);
+void add_quantize(CLI::App& app);
+void add_synth(CLI::App& app);
 
 // The KV cache options shared by run, logits and bench.
 struct KvOptions {

@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
   strata::cli::add_probe(app);
   strata::cli::add_needle(app);
   strata::cli::add_serve(app);
+  strata::cli::add_quantize(app);
+  strata::cli::add_synth(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

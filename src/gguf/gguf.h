@@ -117,13 +117,18 @@ class Writer {
   // dims: ne[0] first (row length). data must be row_bytes(type, ne0) * rows bytes.
   void add_tensor(const std::string& name, std::vector<int64_t> dims, GgmlType type,
                   const void* data, size_t n_bytes);
+  void add_tensor(const std::string& name, std::vector<int64_t> dims, GgmlType type,
+                  std::vector<uint8_t>&& data);
   std::vector<uint8_t> to_bytes() const;
+  // Writes to path + ".tmp" and renames it into place, so a failed write never leaves a
+  // half-written file under the final name.
   void write(const std::string& path) const;
 
  private:
   struct Entry { std::string key; ValueType type; std::vector<uint8_t> payload; };
   struct Tensor { std::string name; std::vector<int64_t> dims; GgmlType type; std::vector<uint8_t> data; };
   void set_raw(const std::string& key, ValueType type, std::vector<uint8_t> payload);
+  std::vector<uint8_t> header_bytes() const;  // everything before the first tensor's data
   std::vector<Entry> entries_;
   std::vector<Tensor> tensors_;
   uint32_t alignment_ = 32;

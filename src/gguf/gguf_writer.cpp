@@ -1,3 +1,4 @@
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 
@@ -91,15 +92,22 @@ void Writer::copy_metadata(const File& src, const std::string& prefix) {
 
 void Writer::add_tensor(const std::string& name, std::vector<int64_t> dims, GgmlType type,
                         const void* data, size_t n_bytes) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  add_tensor(name, std::move(dims), type, std::vector<uint8_t>(p, p + n_bytes));
+}
+
+void Writer::add_tensor(const std::string& name, std::vector<int64_t> dims, GgmlType type,
+                        std::vector<uint8_t>&& data) {
   if (dims.empty() || dims.size() > 4) throw Error("tensor '" + name + "': 1 to 4 dimensions");
   size_t rows = 1;
   for (size_t d = 1; d < dims.size(); ++d) rows *= static_cast<size_t>(dims[d]);
-  if (row_bytes(type, dims[0]) * rows != n_bytes) throw Error("tensor '" + name + "': byte size does not match shape");
-  const auto* p = static_cast<const uint8_t*>(data);
-  tensors_.push_back({name, std::move(dims), type, std::vector<uint8_t>(p, p + n_bytes)});
+  if (row_bytes(type, dims[0]) * rows != data.size()) throw Error("tensor '" + name + "': byte size does not match shape");
+  for (auto& t : tensors_)
+    if (t.name == name) throw Error("tensor '" + name + "' added twice");
+  tensors_.push_back({name, std::move(dims), type, std::move(data)});
 }
 
-std::vector<uint8_t> Writer::to_bytes() const {
+std::vector<uint8_t> Writer::header_bytes() const {
   std::vector<uint8_t> b;
   b.reserve(1 << 16);
   put<uint32_t>(b, 0x46554747);  // "GGUF" read as a little-endian u32
@@ -122,19 +130,45 @@ std::vector<uint8_t> Writer::to_bytes() const {
     offset = align(offset + t.data.size());
   }
   b.resize(align(b.size()), 0);
+  return b;
+}
+
+std::vector<uint8_t> Writer::to_bytes() const {
+  auto b = header_bytes();
   for (auto& t : tensors_) {
     b.insert(b.end(), t.data.begin(), t.data.end());
-    b.resize(align(b.size()), 0);
+    b.resize((b.size() + alignment_ - 1) / alignment_ * alignment_, 0);
   }
   return b;
 }
 
 void Writer::write(const std::string& path) const {
-  auto bytes = to_bytes();
-  std::ofstream f(path, std::ios::binary);
-  if (!f) throw Error("cannot write " + path);
-  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  if (!f) throw Error("write failed: " + path);
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) throw Error("cannot write " + tmp);
+    auto put_bytes = [&](const uint8_t* p, size_t n) {
+      f.write(reinterpret_cast<const char*>(p), static_cast<std::streamsize>(n));
+    };
+    auto header = header_bytes();
+    put_bytes(header.data(), header.size());
+    const std::vector<uint8_t> zeros(alignment_, 0);
+    for (auto& t : tensors_) {
+      put_bytes(t.data.data(), t.data.size());
+      size_t pad = (alignment_ - t.data.size() % alignment_) % alignment_;
+      put_bytes(zeros.data(), pad);
+    }
+    f.flush();
+    if (!f) {
+      f.close();
+      std::remove(tmp.c_str());
+      throw Error("write failed: " + tmp + " (disk full?)");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw Error("cannot rename " + tmp + " to " + path);
+  }
 }
 
 }  // namespace strata::gguf

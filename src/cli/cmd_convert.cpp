@@ -1,0 +1,60 @@
+// strata quantize and strata synth: write new GGUF files (see convert/).
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "common.h"
+#include "convert/convert.h"
+
+namespace strata::cli {
+
+namespace {
+struct QuantizeOptions {
+  std::string in, out, type;
+  int threads = 0;
+  bool verbose = false;
+};
+
+void run_quantize(const QuantizeOptions& o) {
+  const auto& ft = convert::file_type_by_name(o.type);
+  if (o.in == o.out) throw Error("input and output are the same file");
+  std::fprintf(stderr, "quantize: %s -> %s as %s\n", o.in.c_str(), o.out.c_str(), ft.name.c_str());
+  auto report = convert::quantize_model(o.in, o.out, ft, o.threads, o.verbose ? stderr : nullptr);
+  report.print(stderr);
+}
+
+void run_synth(const convert::SynthOptions& o, const std::string& out) {
+  auto report = convert::synth_model(o, out, stderr);
+  report.print(stderr);
+  std::fprintf(stderr, "wrote %s\n", out.c_str());
+}
+}  // namespace
+
+void add_quantize(CLI::App& app) {
+  auto o = std::make_shared<QuantizeOptions>();
+  auto* cmd = app.add_subcommand("quantize", "Re-encode an F32/F16 GGUF model in a smaller format");
+  cmd->add_option("-m,--model", o->in, "Input GGUF file")->required();
+  cmd->add_option("-o,--output", o->out, "Output GGUF file")->required();
+  cmd->add_option("--type", o->type, "Target: " + convert::file_type_names())->required();
+  cmd->add_option("-t,--threads", o->threads, "Threads (default: physical cores)");
+  cmd->add_flag("-v,--verbose", o->verbose, "Print each tensor's format");
+  cmd->callback([o] { run_quantize(*o); });
+}
+
+void add_synth(CLI::App& app) {
+  auto o = std::make_shared<convert::SynthOptions>();
+  auto out = std::make_shared<std::string>();
+  std::string presets;
+  for (auto& p : convert::synth_presets()) presets += (presets.empty() ? "" : ", ") + p.arch + " " + p.preset;
+  auto* cmd = app.add_subcommand("synth", "Write a random-weight model with a real model's shapes (for benchmarks)");
+  cmd->add_option("--arch", o->arch, "Architecture: llama, qwen2, qwen3")->required();
+  cmd->add_option("--preset", o->preset, "Shape preset (" + presets + ")")->required();
+  cmd->add_option("--type", o->type, "Format: " + convert::file_type_names())->capture_default_str();
+  cmd->add_option("--vocab-from", o->vocab_from, "GGUF file whose tokenizer is copied")->required();
+  cmd->add_option("--seed", o->seed, "Random seed (same seed, same file)")->capture_default_str();
+  cmd->add_option("--layers", o->layers, "Override the number of layers");
+  cmd->add_option("-t,--threads", o->n_threads, "Threads (default: physical cores)");
+  cmd->add_option("-o,--output", *out, "Output GGUF file")->required();
+  cmd->callback([o, out] { run_synth(*o, *out); });
+}
+
+}  // namespace strata::cli
