@@ -201,7 +201,9 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenQuant,
                                            QuantCase{"tiny-llama-Q6_K", 5e-3}, QuantCase{"tiny-qwen3-Q6_K", 5e-3},
                                            QuantCase{"tiny-llama-Q4_0", 5e-3}, QuantCase{"tiny-qwen3-Q4_0", 5e-3},
                                            QuantCase{"tiny-llama-Q4_K_M", 5e-3}, QuantCase{"tiny-qwen3-Q4_K_M", 5e-3},
-                                           QuantCase{"tiny-llama-IQ4_NL", 5e-3}, QuantCase{"tiny-qwen3-IQ4_NL", 5e-3}),
+                                           QuantCase{"tiny-llama-IQ4_NL", 5e-3}, QuantCase{"tiny-qwen3-IQ4_NL", 5e-3},
+                                           QuantCase{"tiny-llama-IQ3_XXS", 5e-3}, QuantCase{"tiny-qwen3-IQ3_XXS", 5e-3},
+                                           QuantCase{"tiny-llama-IQ2_XS", 5e-3}, QuantCase{"tiny-qwen3-IQ2_XS", 5e-3}),
                          [](const auto& info) {
                            std::string s = info.param.model;
                            for (auto& ch : s) if (ch == '-') ch = '_';

@@ -15,6 +15,13 @@ const std::vector<FileType>& file_types() {
       {"Q3_K_S", GgmlType::Q3_K, 11, M::Plain}, {"Q4_K_S", GgmlType::Q4_K, 14, M::KS},
       {"Q4_K_M", GgmlType::Q4_K, 15, M::KM},    {"Q5_K_S", GgmlType::Q5_K, 16, M::Plain},
       {"Q5_K_M", GgmlType::Q5_K, 17, M::KM},    {"Q6_K", GgmlType::Q6_K, 18, M::Plain},
+      {"IQ4_XS", GgmlType::IQ4_XS, 30, M::Plain}, {"TQ1_0", GgmlType::TQ1_0, 36, M::Plain},
+      {"TQ2_0", GgmlType::TQ2_0, 37, M::Plain},
+      // Lattice i-quants: synth draws random codes in them; quantize cannot search their grids.
+      {"IQ2_XXS", GgmlType::IQ2_XXS, 19, M::Plain}, {"IQ2_XS", GgmlType::IQ2_XS, 20, M::Plain},
+      {"IQ2_S", GgmlType::IQ2_S, 28, M::Plain},   {"IQ3_XXS", GgmlType::IQ3_XXS, 23, M::Plain},
+      {"IQ3_S", GgmlType::IQ3_S, 26, M::Plain},   {"IQ1_S", GgmlType::IQ1_S, 24, M::Plain},
+      {"IQ1_M", GgmlType::IQ1_M, 31, M::Plain},
   };
   return kTypes;
 }
@@ -35,7 +42,11 @@ GgmlType fallback_type(GgmlType type, int64_t ne0) {
   auto fits = [&](GgmlType t) { return ne0 % type_info(t).block_size == 0; };
   if (fits(type)) return type;
   switch (type) {
-    case GgmlType::Q2_K: case GgmlType::Q3_K: type = GgmlType::IQ4_NL; break;
+    case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::IQ2_XXS: case GgmlType::IQ2_XS:
+    case GgmlType::IQ2_S: case GgmlType::IQ3_XXS: case GgmlType::IQ3_S: case GgmlType::IQ1_S:
+    case GgmlType::IQ1_M: case GgmlType::IQ4_XS: case GgmlType::TQ1_0: case GgmlType::TQ2_0:
+      type = GgmlType::IQ4_NL;
+      break;
     case GgmlType::Q4_K: type = GgmlType::Q5_0; break;
     case GgmlType::Q5_K: type = GgmlType::Q5_1; break;
     case GgmlType::Q6_K: type = GgmlType::Q8_0; break;

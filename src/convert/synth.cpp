@@ -6,6 +6,8 @@
 #include "common.h"
 #include "convert/convert.h"
 #include "gguf/gguf.h"
+#include "quant/fp16.h"
+#include "quant/quant.h"
 
 namespace strata::convert {
 
@@ -49,6 +51,35 @@ struct RowRng {
     return mean + sd * 1.7320508f * u;
   }
 };
+
+// A block of random codes of a format without a quantizer (the lattice i-quants): random bytes,
+// then the fp16 block scale set so the block's values have standard deviation sd.
+void set_block_scale(GgmlType t, uint8_t* block, uint16_t h) {
+  if (t == GgmlType::IQ1_M) {  // the scale's four nibbles sit on top of the four scale words
+    for (int k = 0; k < 4; ++k) {
+      uint16_t w;
+      std::memcpy(&w, block + 48 + 2 * k, 2);
+      w = static_cast<uint16_t>((w & 0x0FFF) | (((h >> (4 * k)) & 0xF) << 12));
+      std::memcpy(block + 48 + 2 * k, &w, 2);
+    }
+  } else {
+    std::memcpy(block, &h, 2);  // every other lattice format starts with its fp16 scale
+  }
+}
+void random_codes_row(GgmlType t, RowRng& rng, float sd, uint8_t* dst, int64_t n) {
+  const auto& ti = type_info(t);
+  float vals[256];
+  for (int64_t b = 0; b < n / ti.block_size; ++b) {
+    uint8_t* block = dst + b * ti.type_size;
+    for (size_t i = 0; i < ti.type_size; ++i) block[i] = static_cast<uint8_t>(splitmix64(rng.state));
+    set_block_scale(t, block, fp32_to_fp16(1.0f));
+    dequantize_row_ref(t, block, vals, ti.block_size);
+    double ss = 0;
+    for (int i = 0; i < ti.block_size; ++i) ss += static_cast<double>(vals[i]) * vals[i];
+    const double rms = std::sqrt(ss / ti.block_size);
+    set_block_scale(t, block, fp32_to_fp16(rms > 0 ? static_cast<float>(sd / rms) : 0.0f));
+  }
+}
 
 const ArchPreset& find_preset(const std::string& arch, const std::string& preset) {
   std::string names;
@@ -99,10 +130,22 @@ ConvertReport synth_model(const SynthOptions& o, const std::string& out_path, st
     int64_t rows = 1;
     for (size_t d = 1; d < dims.size(); ++d) rows *= dims[d];
     const GgmlType type = choose_type(ft, {name, dims}, n_layer, /*output_tied=*/true);
-    auto bytes = encode_rows(pool, type, dims[0], rows, [&](int64_t r, float* row) {
-      RowRng rng{key + static_cast<uint64_t>(r) * 0x9E3779B97F4A7C15ull};
-      for (int64_t i = 0; i < dims[0]; ++i) row[i] = rng.next(mean, sd);
-    });
+    std::vector<uint8_t> bytes;
+    if (can_quantize(type)) {
+      bytes = encode_rows(pool, type, dims[0], rows, [&](int64_t r, float* row) {
+        RowRng rng{key + static_cast<uint64_t>(r) * 0x9E3779B97F4A7C15ull};
+        for (int64_t i = 0; i < dims[0]; ++i) row[i] = rng.next(mean, sd);
+      });
+    } else {
+      const size_t rb = row_bytes(type, dims[0]);
+      bytes.resize(rb * static_cast<size_t>(rows));
+      pool.parallel_for(rows, 64, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          RowRng rng{key + static_cast<uint64_t>(r) * 0x9E3779B97F4A7C15ull};
+          random_codes_row(type, rng, sd, bytes.data() + rb * static_cast<size_t>(r), dims[0]);
+        }
+      });
+    }
     report.add(type, dims[0] * rows, bytes.size());
     w.add_tensor(name, std::move(dims), type, std::move(bytes));
   };

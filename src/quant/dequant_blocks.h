@@ -6,6 +6,7 @@
 
 #include "quant/formats.h"
 #include "quant/fp16.h"
+#include "quant/iq_tables.h"
 #include "quant/quant.h"
 
 namespace strata {
@@ -181,6 +182,153 @@ static inline void deq_q6_k(const BlockQ6_K* b, float* y, int64_t nb) {
 static inline void deq_q8_k(const BlockQ8_K* b, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i)
     for (int j = 0; j < 256; ++j) *y++ = b[i].d * b[i].qs[j];
+}
+
+// ---- i-quants and ternary formats ----
+// Each unpacks one 256-value block into integer codes q[256] and one float scale per 16 values,
+// such that value i is exactly sc[i / 16] * q[i] (the scales are computed in the same float
+// operations as the format's reference, so dequantizing this way is bit-exact). Dot kernels use
+// the codes directly against Q8_K activations.
+static inline void put8(int8_t* q, uint64_t grid, uint8_t signs) {
+  for (int j = 0; j < 8; ++j) {
+    const int v = static_cast<int8_t>(grid >> (8 * j));
+    q[j] = static_cast<int8_t>((signs >> j) & 1 ? -v : v);
+  }
+}
+static inline void fill2(float* sc, int g, float v) { sc[2 * g] = sc[2 * g + 1] = v; }
+
+static inline void unpack_iq2_xxs(const BlockIQ2_XXS& b, int8_t* q, float* sc) {
+  const auto& t = iq::tables();
+  const float d = fp16_to_fp32(b.d);
+  for (int ib = 0; ib < 8; ++ib) {
+    const uint32_t idx = b.qs[4 * ib] | static_cast<uint32_t>(b.qs[4 * ib + 1]) << 16;
+    const uint32_t aux = b.qs[4 * ib + 2] | static_cast<uint32_t>(b.qs[4 * ib + 3]) << 16;
+    fill2(sc, ib, d * (0.5f + static_cast<float>(aux >> 28)) * 0.25f);
+    for (int l = 0; l < 4; ++l)
+      put8(q + 32 * ib + 8 * l, t.iq2xxs[(idx >> (8 * l)) & 0xFF], t.ksigns[(aux >> (7 * l)) & 127]);
+  }
+}
+static inline void unpack_iq2_xs(const BlockIQ2_XS& b, int8_t* q, float* sc) {
+  const auto& t = iq::tables();
+  const float d = fp16_to_fp32(b.d);
+  for (int ib = 0; ib < 8; ++ib) {
+    sc[2 * ib] = d * (0.5f + static_cast<float>(b.scales[ib] & 0xF)) * 0.25f;
+    sc[2 * ib + 1] = d * (0.5f + static_cast<float>(b.scales[ib] >> 4)) * 0.25f;
+    for (int l = 0; l < 4; ++l) {
+      const uint16_t v = b.qs[4 * ib + l];
+      put8(q + 32 * ib + 8 * l, t.iq2xs[v & 511], t.ksigns[v >> 9]);
+    }
+  }
+}
+static inline void unpack_iq2_s(const BlockIQ2_S& b, int8_t* q, float* sc) {
+  const auto& t = iq::tables();
+  const float d = fp16_to_fp32(b.d);
+  for (int ib = 0; ib < 8; ++ib) {
+    sc[2 * ib] = d * (0.5f + static_cast<float>(b.scales[ib] & 0xF)) * 0.25f;
+    sc[2 * ib + 1] = d * (0.5f + static_cast<float>(b.scales[ib] >> 4)) * 0.25f;
+    for (int l = 0; l < 4; ++l) {
+      const int k = 4 * ib + l;
+      put8(q + 8 * k, t.iq2s[b.qs[k] | ((b.qh[ib] >> (2 * l)) & 3) << 8], b.signs[k]);
+    }
+  }
+}
+static inline void unpack_iq3_xxs(const BlockIQ3_XXS& b, int8_t* q, float* sc) {
+  const auto& t = iq::tables();
+  const float d = fp16_to_fp32(b.d);
+  for (int ib = 0; ib < 8; ++ib) {
+    uint32_t aux;
+    std::memcpy(&aux, b.scales_signs + 4 * ib, 4);
+    fill2(sc, ib, d * (0.5f + static_cast<float>(aux >> 28)) * 0.5f);
+    for (int l = 0; l < 4; ++l) {
+      const uint64_t grid = t.iq3xxs[b.qs[8 * ib + 2 * l]] | static_cast<uint64_t>(t.iq3xxs[b.qs[8 * ib + 2 * l + 1]]) << 32;
+      put8(q + 32 * ib + 8 * l, grid, t.ksigns[(aux >> (7 * l)) & 127]);
+    }
+  }
+}
+static inline void unpack_iq3_s(const BlockIQ3_S& b, int8_t* q, float* sc) {
+  const auto& t = iq::tables();
+  const float d = fp16_to_fp32(b.d);
+  for (int ib = 0; ib < 8; ++ib) {
+    fill2(sc, ib, d * static_cast<float>(1 + 2 * ((b.scales[ib / 2] >> (4 * (ib % 2))) & 0xF)));
+    for (int l = 0; l < 4; ++l) {
+      const int k0 = 8 * ib + 2 * l;
+      const uint32_t g0 = t.iq3s[b.qs[k0] | ((b.qh[ib] >> (2 * l)) & 1) << 8];
+      const uint32_t g1 = t.iq3s[b.qs[k0 + 1] | ((b.qh[ib] >> (2 * l + 1)) & 1) << 8];
+      put8(q + 32 * ib + 8 * l, g0 | static_cast<uint64_t>(g1) << 32, b.signs[4 * ib + l]);
+    }
+  }
+}
+// IQ1: value = dl * (grid + delta) with grid in {-1, 0, 1} and delta = +-1/8, stored here as
+// (dl / 8) * (8 * grid + 8 * delta) so the codes are integers.
+static inline void put8_iq1(int8_t* q, uint64_t grid, bool neg_delta) {
+  for (int j = 0; j < 8; ++j) q[j] = static_cast<int8_t>(8 * static_cast<int8_t>(grid >> (8 * j)) + (neg_delta ? -1 : 1));
+}
+static inline void unpack_iq1_s(const BlockIQ1_S& b, int8_t* q, float* sc) {
+  const auto& t = iq::tables();
+  const float d = fp16_to_fp32(b.d);
+  for (int ib = 0; ib < 8; ++ib) {
+    const uint16_t h = b.qh[ib];
+    fill2(sc, ib, d * static_cast<float>(2 * ((h >> 12) & 7) + 1) * 0.125f);
+    for (int l = 0; l < 4; ++l)
+      put8_iq1(q + 32 * ib + 8 * l, t.iq1s[b.qs[4 * ib + l] | ((h >> (3 * l)) & 7) << 8], h & 0x8000);
+  }
+}
+static inline void unpack_iq1_m(const BlockIQ1_M& b, int8_t* q, float* sc) {
+  const auto& t = iq::tables();
+  // The fp16 block scale is spread over the top nibbles of the four scale words.
+  const uint16_t dbits = static_cast<uint16_t>((b.scales[0] >> 12) | ((b.scales[1] >> 8) & 0xF0) |
+                                               ((b.scales[2] >> 4) & 0xF00) | (b.scales[3] & 0xF000));
+  const float d = fp16_to_fp32(dbits);
+  for (int g = 0; g < 16; ++g)
+    sc[g] = d * static_cast<float>(2 * ((b.scales[g / 4] >> (3 * (g % 4))) & 7) + 1) * 0.125f;
+  for (int n = 0; n < 32; ++n) {
+    const int nib = (b.qh[n / 2] >> (4 * (n % 2))) & 0xF;
+    put8_iq1(q + 8 * n, t.iq1s[b.qs[n] | (nib & 7) << 8], nib & 8);
+  }
+}
+static inline void unpack_iq4_xs(const BlockIQ4_XS& b, int8_t* q, float* sc) {
+  const float d = fp16_to_fp32(b.d);
+  for (int ib = 0; ib < 8; ++ib) {
+    const int ls = ((b.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((b.scales_h >> (2 * ib)) & 3) << 4);
+    fill2(sc, ib, d * static_cast<float>(ls - 32));
+    for (int j = 0; j < 16; ++j) {
+      q[32 * ib + j] = kIq4nlValues[b.qs[16 * ib + j] & 0xF];
+      q[32 * ib + 16 + j] = kIq4nlValues[b.qs[16 * ib + j] >> 4];
+    }
+  }
+}
+static inline void unpack_tq1_0(const BlockTQ1_0& b, int8_t* q, float* sc) {
+  // Five base-3 digits per byte, read as a fixed-point fraction: digit k is the top bits of
+  // (byte * 3^k mod 256) * 3.
+  static constexpr uint8_t pow3[5] = {1, 3, 9, 27, 81};
+  auto digit = [](uint8_t byte, int k) {
+    return static_cast<int8_t>(((static_cast<uint8_t>(byte * pow3[k]) * 3) >> 8) - 1);
+  };
+  const float d = fp16_to_fp32(b.d);
+  for (int g = 0; g < 16; ++g) sc[g] = d;
+  for (int k = 0; k < 5; ++k)
+    for (int j = 0; j < 32; ++j) q[32 * k + j] = digit(b.qs[j], k);
+  for (int k = 0; k < 5; ++k)
+    for (int j = 0; j < 16; ++j) q[160 + 16 * k + j] = digit(b.qs[32 + j], k);
+  for (int k = 0; k < 4; ++k)
+    for (int j = 0; j < 4; ++j) q[240 + 4 * k + j] = digit(b.qh[j], k);
+}
+static inline void unpack_tq2_0(const BlockTQ2_0& b, int8_t* q, float* sc) {
+  const float d = fp16_to_fp32(b.d);
+  for (int g = 0; g < 16; ++g) sc[g] = d;
+  for (int c = 0; c < 2; ++c)
+    for (int k = 0; k < 4; ++k)
+      for (int j = 0; j < 32; ++j) q[128 * c + 32 * k + j] = static_cast<int8_t>(((b.qs[32 * c + j] >> (2 * k)) & 3) - 1);
+}
+
+template <typename Block, void (*Unpack)(const Block&, int8_t*, float*)>
+static inline void deq_unpacked(const Block* b, float* y, int64_t nb) {
+  int8_t q[256];
+  float sc[16];
+  for (int64_t i = 0; i < nb; ++i, y += 256) {
+    Unpack(b[i], q, sc);
+    for (int j = 0; j < 256; ++j) y[j] = sc[j / 16] * static_cast<float>(q[j]);
+  }
 }
 
 }  // namespace

@@ -50,6 +50,12 @@ void dequantize_row_ref(GgmlType type, const void* src, float* y, int64_t n) {
     case GgmlType::Q5_K: deq_q5_k(static_cast<const BlockQ5_K*>(src), y, nb); break;
     case GgmlType::Q6_K: deq_q6_k(static_cast<const BlockQ6_K*>(src), y, nb); break;
     case GgmlType::Q8_K: deq_q8_k(static_cast<const BlockQ8_K*>(src), y, nb); break;
+#define STRATA_IQ(T, f) \
+    case GgmlType::T: deq_unpacked<Block##T, unpack_##f>(static_cast<const Block##T*>(src), y, nb); break;
+    STRATA_IQ(IQ2_XXS, iq2_xxs) STRATA_IQ(IQ2_XS, iq2_xs) STRATA_IQ(IQ2_S, iq2_s) STRATA_IQ(IQ3_XXS, iq3_xxs)
+    STRATA_IQ(IQ3_S, iq3_s) STRATA_IQ(IQ1_S, iq1_s) STRATA_IQ(IQ1_M, iq1_m) STRATA_IQ(IQ4_XS, iq4_xs)
+    STRATA_IQ(TQ1_0, tq1_0) STRATA_IQ(TQ2_0, tq2_0)
+#undef STRATA_IQ
     default: throw Error("tensor type " + type_name(type) + " is not supported by this build");
   }
 }

@@ -259,6 +259,11 @@ void fill_avx2_kernels(KernelTable& t) {
   set(GgmlType::Q4_K, dot_kquant<BlockQ4_K, deq_q4_k>);
   set(GgmlType::Q5_K, dot_kquant<BlockQ5_K, deq_q5_k>);
   set(GgmlType::Q6_K, dot_kquant<BlockQ6_K, deq_q6_k>);
+#define STRATA_IQ(T, f) set(GgmlType::T, dot_kquant<Block##T, deq_unpacked<Block##T, unpack_##f>>);
+  STRATA_IQ(IQ2_XXS, iq2_xxs) STRATA_IQ(IQ2_XS, iq2_xs) STRATA_IQ(IQ2_S, iq2_s) STRATA_IQ(IQ3_XXS, iq3_xxs)
+  STRATA_IQ(IQ3_S, iq3_s) STRATA_IQ(IQ1_S, iq1_s) STRATA_IQ(IQ1_M, iq1_m) STRATA_IQ(IQ4_XS, iq4_xs)
+  STRATA_IQ(TQ1_0, tq1_0) STRATA_IQ(TQ2_0, tq2_0)
+#undef STRATA_IQ
   t.dequant[static_cast<int>(GgmlType::F16)] = deq_f16_avx2;
   t.dequant[static_cast<int>(GgmlType::Q8_0)] = deq_q8_0_avx2;
   t.dequant[static_cast<int>(GgmlType::Q4_0)] = deq_q4_0_avx2;
@@ -548,6 +553,281 @@ void dotq_multi(int n, const void* w, const uint8_t* xq, size_t stride, int ntok
   }
 }
 
+// ---- i-quants and ternary formats on Q8_K activations ----
+// The block is unpacked once into signed codes and sixteen scales (dequant_blocks.h, table
+// lookups), then each activation row is multiplied with int8 dot instructions. A 32-value chunk
+// yields 8 int32 lanes: lanes 0-3 hold its first 16 products, lanes 4-7 the second 16, so one
+// scale vector covers both halves.
+template <typename Block, void (*Unpack)(const Block&, int8_t*, float*), int NT>
+void dotq_unpacked_n(int n, const Block* b, const uint8_t* xq, size_t stride, float* out) {
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  alignas(32) int8_t q[256];
+  float sc[16];
+  for (int i = 0; i < n / 256; ++i) {
+    Unpack(b[i], q, sc);
+    for (int t = 0; t < NT; ++t) {
+      const BlockQ8_K& y = reinterpret_cast<const BlockQ8_K*>(xq + t * stride)[i];
+      for (int c = 0; c < 8; ++c) {
+        const __m256i p = dot_i8x32(_mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * c)), load32(y.qs + 32 * c));
+        const __m256 s = _mm256_set_ps(sc[2 * c + 1], sc[2 * c + 1], sc[2 * c + 1], sc[2 * c + 1], sc[2 * c], sc[2 * c], sc[2 * c], sc[2 * c]);
+        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(s, _mm256_set1_ps(y.d)), _mm256_cvtepi32_ps(p), acc[t]);
+      }
+    }
+  }
+  for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]);
+}
+
+// Grid formats (IQ2_*, IQ3_*): values are unsigned grid bytes times a sign, so each 32-value
+// chunk is gathered as 4 grid entries plus 4 sign masks (0xFF = negative, 0x01 = positive); the
+// signs go onto the activations and maddubs multiplies them with the unsigned grid bytes.
+struct ChunkIQ2_XXS {
+  using Block = BlockIQ2_XXS;
+  static void scales(const Block& b, float* sc) {
+    const float d = h2f(b.d);
+    for (int ib = 0; ib < 8; ++ib) sc[2 * ib] = sc[2 * ib + 1] = d * (0.5f + static_cast<float>(b.qs[4 * ib + 3] >> 12)) * 0.25f;
+  }
+  static void chunk(const Block& b, int c, const iq::Tables& t, __m256i& g, __m256i& s) {
+    const uint32_t idx = b.qs[4 * c] | static_cast<uint32_t>(b.qs[4 * c + 1]) << 16;
+    const uint32_t aux = b.qs[4 * c + 2] | static_cast<uint32_t>(b.qs[4 * c + 3]) << 16;
+    g = _mm256_set_epi64x(t.iq2xxs[idx >> 24], t.iq2xxs[(idx >> 16) & 255], t.iq2xxs[(idx >> 8) & 255], t.iq2xxs[idx & 255]);
+    s = _mm256_set_epi64x(t.ksign_bytes[(aux >> 21) & 127], t.ksign_bytes[(aux >> 14) & 127],
+                          t.ksign_bytes[(aux >> 7) & 127], t.ksign_bytes[aux & 127]);
+  }
+};
+struct ChunkIQ2_XS {
+  using Block = BlockIQ2_XS;
+  static void scales(const Block& b, float* sc) {
+    const float d = h2f(b.d);
+    for (int ib = 0; ib < 8; ++ib) {
+      sc[2 * ib] = d * (0.5f + static_cast<float>(b.scales[ib] & 0xF)) * 0.25f;
+      sc[2 * ib + 1] = d * (0.5f + static_cast<float>(b.scales[ib] >> 4)) * 0.25f;
+    }
+  }
+  static void chunk(const Block& b, int c, const iq::Tables& t, __m256i& g, __m256i& s) {
+    const uint16_t* v = b.qs + 4 * c;
+    g = _mm256_set_epi64x(t.iq2xs[v[3] & 511], t.iq2xs[v[2] & 511], t.iq2xs[v[1] & 511], t.iq2xs[v[0] & 511]);
+    s = _mm256_set_epi64x(t.sign_bytes[t.ksigns[v[3] >> 9]], t.sign_bytes[t.ksigns[v[2] >> 9]],
+                          t.sign_bytes[t.ksigns[v[1] >> 9]], t.sign_bytes[t.ksigns[v[0] >> 9]]);
+  }
+};
+struct ChunkIQ2_S {
+  using Block = BlockIQ2_S;
+  static void scales(const Block& b, float* sc) {
+    const float d = h2f(b.d);
+    for (int ib = 0; ib < 8; ++ib) {
+      sc[2 * ib] = d * (0.5f + static_cast<float>(b.scales[ib] & 0xF)) * 0.25f;
+      sc[2 * ib + 1] = d * (0.5f + static_cast<float>(b.scales[ib] >> 4)) * 0.25f;
+    }
+  }
+  static void chunk(const Block& b, int c, const iq::Tables& t, __m256i& g, __m256i& s) {
+    const uint8_t* q = b.qs + 4 * c;
+    const int h = b.qh[c];
+    g = _mm256_set_epi64x(t.iq2s[q[3] | ((h >> 6) & 3) << 8], t.iq2s[q[2] | ((h >> 4) & 3) << 8],
+                          t.iq2s[q[1] | ((h >> 2) & 3) << 8], t.iq2s[q[0] | (h & 3) << 8]);
+    const uint8_t* sg = b.signs + 4 * c;
+    s = _mm256_set_epi64x(t.sign_bytes[sg[3]], t.sign_bytes[sg[2]], t.sign_bytes[sg[1]], t.sign_bytes[sg[0]]);
+  }
+};
+struct ChunkIQ3_XXS {
+  using Block = BlockIQ3_XXS;
+  static void scales(const Block& b, float* sc) {
+    const float d = h2f(b.d);
+    for (int ib = 0; ib < 8; ++ib) sc[2 * ib] = sc[2 * ib + 1] = d * (0.5f + static_cast<float>(b.scales_signs[4 * ib + 3] >> 4)) * 0.5f;
+  }
+  static void chunk(const Block& b, int c, const iq::Tables& t, __m256i& g, __m256i& s) {
+    const uint8_t* q = b.qs + 8 * c;
+    g = _mm256_set_epi32(t.iq3xxs[q[7]], t.iq3xxs[q[6]], t.iq3xxs[q[5]], t.iq3xxs[q[4]], t.iq3xxs[q[3]], t.iq3xxs[q[2]],
+                         t.iq3xxs[q[1]], t.iq3xxs[q[0]]);
+    uint32_t aux;
+    std::memcpy(&aux, b.scales_signs + 4 * c, 4);
+    s = _mm256_set_epi64x(t.ksign_bytes[(aux >> 21) & 127], t.ksign_bytes[(aux >> 14) & 127],
+                          t.ksign_bytes[(aux >> 7) & 127], t.ksign_bytes[aux & 127]);
+  }
+};
+struct ChunkIQ3_S {
+  using Block = BlockIQ3_S;
+  static void scales(const Block& b, float* sc) {
+    const float d = h2f(b.d);
+    for (int ib = 0; ib < 8; ++ib)
+      sc[2 * ib] = sc[2 * ib + 1] = d * static_cast<float>(1 + 2 * ((b.scales[ib / 2] >> (4 * (ib % 2))) & 0xF));
+  }
+  static void chunk(const Block& b, int c, const iq::Tables& t, __m256i& g, __m256i& s) {
+    const uint8_t* q = b.qs + 8 * c;
+    const int h = b.qh[c];
+    auto e = [&](int k) { return static_cast<int>(t.iq3s[q[k] | ((h >> k) & 1) << 8]); };
+    g = _mm256_set_epi32(e(7), e(6), e(5), e(4), e(3), e(2), e(1), e(0));
+    const uint8_t* sg = b.signs + 4 * c;
+    s = _mm256_set_epi64x(t.sign_bytes[sg[3]], t.sign_bytes[sg[2]], t.sign_bytes[sg[1]], t.sign_bytes[sg[0]]);
+  }
+};
+
+// Formats whose codes are signed bytes built per 32-value chunk (IQ1_*, IQ4_XS, TQ2_0): the
+// chunk is multiplied with dot_i8x32.
+// 8 * g per byte for g in {-1, 0, 1}: a 16-bit shift, with the bits it carries across bytes masked off.
+inline __m256i times8(__m256i g) { return _mm256_and_si256(_mm256_slli_epi16(g, 3), _mm256_set1_epi8(static_cast<char>(0xF8))); }
+struct ChunkIQ1_S {
+  using Block = BlockIQ1_S;
+  static void scales(const Block& b, float* sc) {
+    const float d = h2f(b.d);
+    for (int ib = 0; ib < 8; ++ib) sc[2 * ib] = sc[2 * ib + 1] = d * static_cast<float>(2 * ((b.qh[ib] >> 12) & 7) + 1) * 0.125f;
+  }
+  static __m256i codes(const Block& b, int c, const iq::Tables& t) {
+    const int h = b.qh[c];
+    const uint8_t* q = b.qs + 4 * c;
+    const __m256i g = _mm256_set_epi64x(t.iq1s[q[3] | ((h >> 9) & 7) << 8], t.iq1s[q[2] | ((h >> 6) & 7) << 8],
+                                        t.iq1s[q[1] | ((h >> 3) & 7) << 8], t.iq1s[q[0] | (h & 7) << 8]);
+    // 8 * grid + (delta < 0 ? -1 : +1)
+    return _mm256_add_epi8(times8(g), _mm256_set1_epi8(h & 0x8000 ? -1 : 1));
+  }
+};
+struct ChunkIQ1_M {
+  using Block = BlockIQ1_M;
+  static void scales(const Block& b, float* sc) {
+    const uint16_t dbits = static_cast<uint16_t>((b.scales[0] >> 12) | ((b.scales[1] >> 8) & 0xF0) |
+                                                 ((b.scales[2] >> 4) & 0xF00) | (b.scales[3] & 0xF000));
+    const float d = h2f(dbits);
+    for (int g = 0; g < 16; ++g) sc[g] = d * static_cast<float>(2 * ((b.scales[g / 4] >> (3 * (g % 4))) & 7) + 1) * 0.125f;
+  }
+  static __m256i codes(const Block& b, int c, const iq::Tables& t) {
+    const int h0 = b.qh[2 * c], h1 = b.qh[2 * c + 1];
+    const uint8_t* q = b.qs + 4 * c;
+    const __m256i g = _mm256_set_epi64x(t.iq1s[q[3] | ((h1 >> 4) & 7) << 8], t.iq1s[q[2] | (h1 & 7) << 8],
+                                        t.iq1s[q[1] | ((h0 >> 4) & 7) << 8], t.iq1s[q[0] | (h0 & 7) << 8]);
+    auto delta = [](int nib) { return static_cast<long long>(nib & 8 ? 0xFFFFFFFFFFFFFFFFull : 0x0101010101010101ull); };
+    const __m256i dl = _mm256_set_epi64x(delta(h1 >> 4), delta(h1), delta(h0 >> 4), delta(h0));
+    return _mm256_add_epi8(times8(g), dl);
+  }
+};
+struct ChunkIQ4_XS {
+  using Block = BlockIQ4_XS;
+  static void scales(const Block& b, float* sc) {
+    const float d = h2f(b.d);
+    for (int ib = 0; ib < 8; ++ib) {
+      const int ls = ((b.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((b.scales_h >> (2 * ib)) & 3) << 4);
+      sc[2 * ib] = sc[2 * ib + 1] = d * static_cast<float>(ls - 32);
+    }
+  }
+  static __m256i codes(const Block& b, int c, const iq::Tables&) {
+    const __m128i t128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
+    return _mm256_shuffle_epi8(_mm256_set_m128i(t128, t128), nibbles32(b.qs + 16 * c));
+  }
+};
+struct ChunkTQ2_0 {
+  using Block = BlockTQ2_0;
+  static void scales(const Block& b, float* sc) {
+    const float d = h2f(b.d);
+    for (int g = 0; g < 16; ++g) sc[g] = d;
+  }
+  static __m256i codes(const Block& b, int c, const iq::Tables&) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * (c / 4)));
+    const __m256i two = _mm256_and_si256(_mm256_srlv_epi32(v, _mm256_set1_epi32(2 * (c % 4))), _mm256_set1_epi8(3));
+    return _mm256_sub_epi8(two, _mm256_set1_epi8(1));
+  }
+};
+
+template <typename F, int NT>
+void dotq_codes_n(int n, const typename F::Block* b, const uint8_t* xq, size_t stride, float* out) {
+  const iq::Tables& tab = iq::tables();
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int i = 0; i < n / 256; ++i) {
+    float sc[16];
+    F::scales(b[i], sc);
+    float dy[NT];
+    for (int t = 0; t < NT; ++t) dy[t] = reinterpret_cast<const BlockQ8_K*>(xq + t * stride)[i].d;
+    for (int c = 0; c < 8; ++c) {
+      const __m256i q = F::codes(b[i], c, tab);
+      const __m256 scale = _mm256_set_ps(sc[2 * c + 1], sc[2 * c + 1], sc[2 * c + 1], sc[2 * c + 1], sc[2 * c], sc[2 * c], sc[2 * c], sc[2 * c]);
+      for (int t = 0; t < NT; ++t) {
+        const BlockQ8_K& y = reinterpret_cast<const BlockQ8_K*>(xq + t * stride)[i];
+        const __m256i p = dot_i8x32(q, load32(y.qs + 32 * c));
+        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(scale, _mm256_set1_ps(dy[t])), _mm256_cvtepi32_ps(p), acc[t]);
+      }
+    }
+  }
+  for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]);
+}
+
+template <typename F>
+float dotq_codes(int n, const void* w, const void* xq) {
+  float out;
+  dotq_codes_n<F, 1>(n, static_cast<const typename F::Block*>(w), static_cast<const uint8_t*>(xq), 0, &out);
+  return out;
+}
+
+template <typename F>
+void dotq_codes_multi(int n, const void* w, const uint8_t* xq, size_t stride, int ntok, float* out) {
+  const auto* b = static_cast<const typename F::Block*>(w);
+  switch (ntok) {
+    case 1: dotq_codes_n<F, 1>(n, b, xq, stride, out); break;
+    case 2: dotq_codes_n<F, 2>(n, b, xq, stride, out); break;
+    case 3: dotq_codes_n<F, 3>(n, b, xq, stride, out); break;
+    default: dotq_codes_n<F, 4>(n, b, xq, stride, out); break;
+  }
+}
+
+template <typename F, int NT>
+void dotq_grid_n(int n, const typename F::Block* b, const uint8_t* xq, size_t stride, float* out) {
+  const iq::Tables& tab = iq::tables();
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int i = 0; i < n / 256; ++i) {
+    float sc[16];
+    F::scales(b[i], sc);
+    float dy[NT];
+    for (int t = 0; t < NT; ++t) dy[t] = reinterpret_cast<const BlockQ8_K*>(xq + t * stride)[i].d;
+    for (int c = 0; c < 8; ++c) {
+      __m256i g, s;
+      F::chunk(b[i], c, tab, g, s);
+      const __m256 scale = _mm256_set_ps(sc[2 * c + 1], sc[2 * c + 1], sc[2 * c + 1], sc[2 * c + 1], sc[2 * c], sc[2 * c], sc[2 * c], sc[2 * c]);
+      for (int t = 0; t < NT; ++t) {
+        const BlockQ8_K& y = reinterpret_cast<const BlockQ8_K*>(xq + t * stride)[i];
+        const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(g, _mm256_sign_epi8(load32(y.qs + 32 * c), s)), ones);
+        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(scale, _mm256_set1_ps(dy[t])), _mm256_cvtepi32_ps(p), acc[t]);
+      }
+    }
+  }
+  for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]);
+}
+
+template <typename F>
+float dotq_grid(int n, const void* w, const void* xq) {
+  float out;
+  dotq_grid_n<F, 1>(n, static_cast<const typename F::Block*>(w), static_cast<const uint8_t*>(xq), 0, &out);
+  return out;
+}
+
+template <typename F>
+void dotq_grid_multi(int n, const void* w, const uint8_t* xq, size_t stride, int ntok, float* out) {
+  const auto* b = static_cast<const typename F::Block*>(w);
+  switch (ntok) {
+    case 1: dotq_grid_n<F, 1>(n, b, xq, stride, out); break;
+    case 2: dotq_grid_n<F, 2>(n, b, xq, stride, out); break;
+    case 3: dotq_grid_n<F, 3>(n, b, xq, stride, out); break;
+    default: dotq_grid_n<F, 4>(n, b, xq, stride, out); break;
+  }
+}
+
+template <typename Block, void (*Unpack)(const Block&, int8_t*, float*)>
+float dotq_unpacked(int n, const void* w, const void* xq) {
+  float out;
+  dotq_unpacked_n<Block, Unpack, 1>(n, static_cast<const Block*>(w), static_cast<const uint8_t*>(xq), 0, &out);
+  return out;
+}
+
+template <typename Block, void (*Unpack)(const Block&, int8_t*, float*)>
+void dotq_unpacked_multi(int n, const void* w, const uint8_t* xq, size_t stride, int ntok, float* out) {
+  const Block* b = static_cast<const Block*>(w);
+  switch (ntok) {
+    case 1: dotq_unpacked_n<Block, Unpack, 1>(n, b, xq, stride, out); break;
+    case 2: dotq_unpacked_n<Block, Unpack, 2>(n, b, xq, stride, out); break;
+    case 3: dotq_unpacked_n<Block, Unpack, 3>(n, b, xq, stride, out); break;
+    default: dotq_unpacked_n<Block, Unpack, 4>(n, b, xq, stride, out); break;
+  }
+}
+
 }  // namespace
 
 void fill_avx2_int_kernels(KernelTable& t) {
@@ -568,6 +848,24 @@ void fill_avx2_int_kernels(KernelTable& t) {
   t.dotq_multi[static_cast<int>(GgmlType::Q4_K)] = dotq_q45_k_multi<BlockQ4_K, false>;
   t.dotq_multi[static_cast<int>(GgmlType::Q5_K)] = dotq_q45_k_multi<BlockQ5_K, true>;
   t.dotq_multi[static_cast<int>(GgmlType::Q6_K)] = dotq_q6_k_multi;
+#define STRATA_IQ(T, f)                                                                          \
+  t.dotq[static_cast<int>(GgmlType::T)] = dotq_unpacked<Block##T, unpack_##f>;                     \
+  t.dotq_multi[static_cast<int>(GgmlType::T)] = dotq_unpacked_multi<Block##T, unpack_##f>;
+  STRATA_IQ(IQ2_XXS, iq2_xxs) STRATA_IQ(IQ2_XS, iq2_xs) STRATA_IQ(IQ2_S, iq2_s) STRATA_IQ(IQ3_XXS, iq3_xxs)
+  STRATA_IQ(IQ3_S, iq3_s) STRATA_IQ(IQ1_S, iq1_s) STRATA_IQ(IQ1_M, iq1_m) STRATA_IQ(IQ4_XS, iq4_xs)
+  STRATA_IQ(TQ1_0, tq1_0) STRATA_IQ(TQ2_0, tq2_0)
+#undef STRATA_IQ
+  // Grid formats: gathered chunks instead of a full unpack.
+#define STRATA_GRID(T)                                                   \
+  t.dotq[static_cast<int>(GgmlType::T)] = dotq_grid<Chunk##T>;           \
+  t.dotq_multi[static_cast<int>(GgmlType::T)] = dotq_grid_multi<Chunk##T>;
+  STRATA_GRID(IQ2_XXS) STRATA_GRID(IQ2_XS) STRATA_GRID(IQ2_S) STRATA_GRID(IQ3_XXS) STRATA_GRID(IQ3_S)
+#undef STRATA_GRID
+#define STRATA_CODES(T)                                                  \
+  t.dotq[static_cast<int>(GgmlType::T)] = dotq_codes<Chunk##T>;          \
+  t.dotq_multi[static_cast<int>(GgmlType::T)] = dotq_codes_multi<Chunk##T>;
+  STRATA_CODES(IQ1_S) STRATA_CODES(IQ1_M) STRATA_CODES(IQ4_XS) STRATA_CODES(TQ2_0)
+#undef STRATA_CODES
 }
 
 }  // namespace strata

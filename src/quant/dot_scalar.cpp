@@ -48,6 +48,8 @@ void fill_scalar_kernels(KernelTable& t) {
   t.dequant[static_cast<int>(GgmlType::T)] = deq<GgmlType::T>;
   STRATA_K(F32) STRATA_K(F16) STRATA_K(BF16) STRATA_K(Q4_0) STRATA_K(Q4_1) STRATA_K(Q5_0) STRATA_K(Q5_1)
   STRATA_K(Q8_0) STRATA_K(IQ4_NL) STRATA_K(Q2_K) STRATA_K(Q3_K) STRATA_K(Q4_K) STRATA_K(Q5_K) STRATA_K(Q6_K)
+  STRATA_K(IQ2_XXS) STRATA_K(IQ2_XS) STRATA_K(IQ2_S) STRATA_K(IQ3_XXS) STRATA_K(IQ3_S) STRATA_K(IQ1_S)
+  STRATA_K(IQ1_M) STRATA_K(IQ4_XS) STRATA_K(TQ1_0) STRATA_K(TQ2_0)
 #undef STRATA_K
   t.dot[static_cast<int>(GgmlType::F32)] = dot_f32;
   t.dot[static_cast<int>(GgmlType::F16)] = dot_f16;

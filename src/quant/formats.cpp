@@ -10,8 +10,7 @@ const int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
 namespace {
 constexpr TypeInfo kUnknown{"unknown", 0, 0, false, false};
 
-// Indexed by type id. Layouts of the i-quants are known (so files holding them load and
-// report sizes) even where this build has no kernels for them yet.
+// Indexed by type id.
 const TypeInfo kTypes[] = {
     /* 0 */ {"F32", 1, 4, true, true},
     /* 1 */ {"F16", 1, 2, true, true},
@@ -29,26 +28,26 @@ const TypeInfo kTypes[] = {
     /* 13 */ {"Q5_K", 256, 176, true, true},
     /* 14 */ {"Q6_K", 256, 210, true, true},
     /* 15 */ {"Q8_K", 256, 292, true, false},
-    /* 16 */ {"IQ2_XXS", 256, 66, true, false},
-    /* 17 */ {"IQ2_XS", 256, 74, true, false},
-    /* 18 */ {"IQ3_XXS", 256, 98, true, false},
-    /* 19 */ {"IQ1_S", 256, 50, true, false},
+    /* 16 */ {"IQ2_XXS", 256, 66, true, true},
+    /* 17 */ {"IQ2_XS", 256, 74, true, true},
+    /* 18 */ {"IQ3_XXS", 256, 98, true, true},
+    /* 19 */ {"IQ1_S", 256, 50, true, true},
     /* 20 */ {"IQ4_NL", 32, 18, true, true},
-    /* 21 */ {"IQ3_S", 256, 110, true, false},
-    /* 22 */ {"IQ2_S", 256, 82, true, false},
-    /* 23 */ {"IQ4_XS", 256, 136, true, false},
+    /* 21 */ {"IQ3_S", 256, 110, true, true},
+    /* 22 */ {"IQ2_S", 256, 82, true, true},
+    /* 23 */ {"IQ4_XS", 256, 136, true, true},
     /* 24 */ {"I8", 1, 1, true, false},
     /* 25 */ {"I16", 1, 2, true, false},
     /* 26 */ {"I32", 1, 4, true, false},
     /* 27 */ {"I64", 1, 8, true, false},
     /* 28 */ {"F64", 1, 8, true, false},
-    /* 29 */ {"IQ1_M", 256, 56, true, false},
+    /* 29 */ {"IQ1_M", 256, 56, true, true},
     /* 30 */ {"BF16", 1, 2, true, true},
     /* 31 */ kUnknown,
     /* 32 */ kUnknown,
     /* 33 */ kUnknown,
-    /* 34 */ {"TQ1_0", 256, 54, true, false},
-    /* 35 */ {"TQ2_0", 256, 66, true, false},
+    /* 34 */ {"TQ1_0", 256, 54, true, true},
+    /* 35 */ {"TQ2_0", 256, 66, true, true},
 };
 constexpr uint32_t kNumTypes = sizeof(kTypes) / sizeof(kTypes[0]);
 }  // namespace

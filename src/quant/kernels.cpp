@@ -25,6 +25,9 @@ GgmlType activation_type(GgmlType w) {
     case GgmlType::IQ4_NL:
       return GgmlType::Q8_0;
     case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
+    case GgmlType::IQ2_XXS: case GgmlType::IQ2_XS: case GgmlType::IQ2_S: case GgmlType::IQ3_XXS:
+    case GgmlType::IQ3_S: case GgmlType::IQ1_S: case GgmlType::IQ1_M: case GgmlType::IQ4_XS:
+    case GgmlType::TQ1_0: case GgmlType::TQ2_0:
       return GgmlType::Q8_K;
     default:
       return GgmlType::F32;

@@ -277,6 +277,78 @@ void q_q6_k(const float* x, BlockQ6_K* b, int64_t nb) {
   }
 }
 
+
+// IQ4_XS: IQ4_NL's levels with one fp16 scale per 256 values and a signed 6-bit scale per 32.
+void q_iq4_xs(const float* x, BlockIQ4_XS* b, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 256) {
+    float sub[8], amax = 0, max_scale = 0;
+    for (int ib = 0; ib < 8; ++ib) {
+      sub[ib] = signed_absmax(x + 32 * ib, 32) / kIq4nlValues[0];
+      if (std::fabs(sub[ib]) > amax) amax = std::fabs(sub[ib]), max_scale = sub[ib];
+    }
+    std::memset(&b[i], 0, sizeof(BlockIQ4_XS));
+    if (amax == 0) continue;
+    const float d = -max_scale / 32, id = 1 / d;
+    b[i].d = fp32_to_fp16(d);
+    const float dq = fp16_to_fp32(b[i].d);
+    for (int ib = 0; ib < 8; ++ib) {
+      const int ls = std::clamp(nearest_int(id * sub[ib]), -32, 31);
+      b[i].scales_l[ib / 2] |= static_cast<uint8_t>(((ls + 32) & 0xF) << (4 * (ib % 2)));
+      b[i].scales_h |= static_cast<uint16_t>(((ls + 32) >> 4) << (2 * ib));
+      const float dl = dq * static_cast<float>(ls), idl = dl ? 1 / dl : 0.f;
+      for (int j = 0; j < 16; ++j)
+        b[i].qs[16 * ib + j] = static_cast<uint8_t>(iq4nl_index(x[32 * ib + j] * idl) | (iq4nl_index(x[32 * ib + 16 + j] * idl) << 4));
+    }
+  }
+}
+// Ternary: round(x / absmax) in {-1, 0, 1}, stored as 0..2.
+void ternary_codes(const float* x, uint8_t* q, float& d) {
+  d = 0;
+  for (int j = 0; j < 256; ++j) d = std::max(d, std::fabs(x[j]));
+  const float id = d ? 1 / d : 0.f;
+  for (int j = 0; j < 256; ++j) q[j] = static_cast<uint8_t>(static_cast<int>(std::round(x[j] * id)) + 1);
+}
+void q_tq2_0(const float* x, BlockTQ2_0* b, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 256) {
+    uint8_t q[256];
+    float d;
+    ternary_codes(x, q, d);
+    for (int c = 0; c < 2; ++c)
+      for (int j = 0; j < 32; ++j) {
+        uint8_t v = 0;
+        for (int k = 0; k < 4; ++k) v |= static_cast<uint8_t>(q[128 * c + 32 * k + j] << (2 * k));
+        b[i].qs[32 * c + j] = v;
+      }
+    b[i].d = fp32_to_fp16(d);
+  }
+}
+// TQ1_0: five base-3 digits per byte (four in the last 4 bytes), first digit most significant,
+// stored as the fraction ceil(value * 256 / 243) so a digit is read back with one multiply.
+void q_tq1_0(const float* x, BlockTQ1_0* b, int64_t nb) {
+  static constexpr int w[5] = {81, 27, 9, 3, 1};
+  auto pack = [](int v) { return static_cast<uint8_t>((v * 256 + 242) / 243); };
+  for (int64_t i = 0; i < nb; ++i, x += 256) {
+    uint8_t q[256];
+    float d;
+    ternary_codes(x, q, d);
+    for (int j = 0; j < 32; ++j) {
+      int v = 0;
+      for (int k = 0; k < 5; ++k) v += q[32 * k + j] * w[k];
+      b[i].qs[j] = pack(v);
+    }
+    for (int j = 0; j < 16; ++j) {
+      int v = 0;
+      for (int k = 0; k < 5; ++k) v += q[160 + 16 * k + j] * w[k];
+      b[i].qs[32 + j] = pack(v);
+    }
+    for (int j = 0; j < 4; ++j) {
+      int v = 0;
+      for (int k = 0; k < 4; ++k) v += q[240 + 4 * k + j] * w[k];
+      b[i].qh[j] = pack(v);
+    }
+    b[i].d = fp32_to_fp16(d);
+  }
+}
 }  // namespace
 
 bool can_quantize(GgmlType t) {
@@ -284,6 +356,7 @@ bool can_quantize(GgmlType t) {
     case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16: case GgmlType::Q4_0: case GgmlType::Q4_1:
     case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q8_0: case GgmlType::IQ4_NL: case GgmlType::Q2_K:
     case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K: case GgmlType::Q8_K:
+    case GgmlType::IQ4_XS: case GgmlType::TQ1_0: case GgmlType::TQ2_0:
       return true;
     default: return false;
   }
@@ -310,6 +383,9 @@ void quantize_row(GgmlType type, const float* x, void* dst, int64_t n) {
     case GgmlType::Q5_K: q_q45_k<BlockQ5_K, 31>(x, static_cast<BlockQ5_K*>(dst), nb); break;
     case GgmlType::Q6_K: q_q6_k(x, static_cast<BlockQ6_K*>(dst), nb); break;
     case GgmlType::Q8_K: q_q8_k(x, static_cast<BlockQ8_K*>(dst), nb); break;
+    case GgmlType::IQ4_XS: q_iq4_xs(x, static_cast<BlockIQ4_XS*>(dst), nb); break;
+    case GgmlType::TQ1_0: q_tq1_0(x, static_cast<BlockTQ1_0*>(dst), nb); break;
+    case GgmlType::TQ2_0: q_tq2_0(x, static_cast<BlockTQ2_0*>(dst), nb); break;
     default: break;
   }
 }

@@ -1,0 +1,44 @@
+#include "quant/iq_tables.h"
+
+#include <bit>
+
+namespace strata::iq {
+
+namespace {
+template <int N>
+uint64_t expand(uint16_t packed, int shift, int mask, const int (&levels)[N]) {
+  uint64_t v = 0;
+  for (int j = 0; j < 16 / shift && j < 8; ++j) {
+    const int level = levels[(packed >> (j * shift)) & mask];
+    v |= static_cast<uint64_t>(static_cast<uint8_t>(static_cast<int8_t>(level))) << (8 * j);
+  }
+  return v;
+}
+}  // namespace
+
+const Tables& tables() {
+  static const Tables t = [] {
+    Tables r{};
+    const int l2[3] = {8, 25, 43};
+    const int l3xxs[8] = {4, 12, 20, 28, 36, 44, 52, 62};
+    const int l3s[8] = {1, 3, 5, 7, 9, 11, 13, 15};
+    const int l1[3] = {-1, 0, 1};
+    for (int e = 0; e < 256; ++e) r.iq2xxs[e] = expand(kIq2xxsGridPacked[e], 2, 3, l2);
+    for (int e = 0; e < 512; ++e) r.iq2xs[e] = expand(kIq2xsGridPacked[e], 2, 3, l2);
+    for (int e = 0; e < 1024; ++e) r.iq2s[e] = expand(kIq2sGridPacked[e], 2, 3, l2);
+    for (int e = 0; e < 256; ++e) r.iq3xxs[e] = static_cast<uint32_t>(expand(kIq3xxsGridPacked[e], 4, 7, l3xxs));
+    for (int e = 0; e < 512; ++e) r.iq3s[e] = static_cast<uint32_t>(expand(kIq3sGridPacked[e], 4, 7, l3s));
+    for (int e = 0; e < 2048; ++e) r.iq1s[e] = expand(kIq1sGridPacked[e], 2, 3, l1);
+    for (int i = 0; i < 128; ++i) r.ksigns[i] = static_cast<uint8_t>(i | ((std::popcount(static_cast<unsigned>(i)) & 1) << 7));
+    for (int s = 0; s < 256; ++s) {
+      uint64_t v = 0;
+      for (int j = 0; j < 8; ++j) v |= static_cast<uint64_t>((s >> j) & 1 ? 0xFF : 0x01) << (8 * j);
+      r.sign_bytes[s] = v;
+    }
+    for (int i = 0; i < 128; ++i) r.ksign_bytes[i] = r.sign_bytes[r.ksigns[i]];
+    return r;
+  }();
+  return t;
+}
+
+}  // namespace strata::iq

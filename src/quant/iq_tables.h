@@ -1,0 +1,28 @@
+// Lookup tables of the i-quant formats: the lattice grids (data in iq_grids.cpp) expanded to
+// bytes, and the sign tables, which are derived.
+#pragma once
+#include <cstdint>
+
+namespace strata::iq {
+
+extern const uint16_t kIq2xxsGridPacked[256];
+extern const uint16_t kIq2xsGridPacked[512];
+extern const uint16_t kIq2sGridPacked[1024];
+extern const uint16_t kIq3xxsGridPacked[256];
+extern const uint16_t kIq3sGridPacked[512];
+extern const uint16_t kIq1sGridPacked[2048];
+
+struct Tables {
+  // Grid entries as little-endian bytes: value j of entry e is byte j.
+  uint64_t iq2xxs[256], iq2xs[512], iq2s[1024];  // 8 unsigned values of {8, 25, 43}
+  uint32_t iq3xxs[256], iq3s[512];               // 4 unsigned values
+  uint64_t iq1s[2048];                           // 8 signed values of {-1, 0, 1}
+  // The 7 stored sign bits of a group of 8 plus an 8th that makes the count of minus signs even.
+  uint8_t ksigns[128];
+  // sign byte -> 8 bytes, 0xFF where the bit is set (negative) and 0x01 elsewhere
+  uint64_t sign_bytes[256];
+  uint64_t ksign_bytes[128];  // sign_bytes[ksigns[i]]
+};
+const Tables& tables();
+
+}  // namespace strata::iq
