@@ -578,14 +578,30 @@ void dotq_unpacked_n(int n, const Block* b, const uint8_t* xq, size_t stride, fl
   for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]);
 }
 
+// Integer sub-scales (one per 16 values) weight the int16 products through madd, so each
+// block needs a single float multiply per activation row. Lane layout: a chunk's first 16
+// values land in the low 128 bits, the second 16 in the high; `scale_pair` broadcasts the two
+// matching sub-scales into those halves with one shuffle.
+inline __m256i block_scales(const int16_t* si) {
+  // low lane: even sub-scales (first half of each chunk), high lane: odd ones
+  alignas(32) int16_t v[16];
+  for (int c = 0; c < 8; ++c) v[c] = si[2 * c], v[8 + c] = si[2 * c + 1];
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(v));
+}
+inline __m256i scale_pair(__m256i scales, int c) {
+  const __m128i pat = _mm_set1_epi16(static_cast<short>((2 * c) | ((2 * c + 1) << 8)));
+  return _mm256_shuffle_epi8(scales, _mm256_set_m128i(pat, pat));
+}
+
 // Grid formats (IQ2_*, IQ3_*): values are unsigned grid bytes times a sign, so each 32-value
 // chunk is gathered as 4 grid entries plus 4 sign masks (0xFF = negative, 0x01 = positive); the
 // signs go onto the activations and maddubs multiplies them with the unsigned grid bytes.
 struct ChunkIQ2_XXS {
   using Block = BlockIQ2_XXS;
-  static void scales(const Block& b, float* sc) {
-    const float d = h2f(b.d);
-    for (int ib = 0; ib < 8; ++ib) sc[2 * ib] = sc[2 * ib + 1] = d * (0.5f + static_cast<float>(b.qs[4 * ib + 3] >> 12)) * 0.25f;
+  // d * (0.5 + s) / 4 = (d / 8) * (2s + 1)
+  static float scales(const Block& b, int16_t* si) {
+    for (int ib = 0; ib < 8; ++ib) si[2 * ib] = si[2 * ib + 1] = static_cast<int16_t>(2 * (b.qs[4 * ib + 3] >> 12) + 1);
+    return h2f(b.d) * 0.125f;
   }
   static void chunk(const Block& b, int c, const iq::Tables& t, __m256i& g, __m256i& s) {
     const uint32_t idx = b.qs[4 * c] | static_cast<uint32_t>(b.qs[4 * c + 1]) << 16;
@@ -597,12 +613,12 @@ struct ChunkIQ2_XXS {
 };
 struct ChunkIQ2_XS {
   using Block = BlockIQ2_XS;
-  static void scales(const Block& b, float* sc) {
-    const float d = h2f(b.d);
+  static float scales(const Block& b, int16_t* si) {
     for (int ib = 0; ib < 8; ++ib) {
-      sc[2 * ib] = d * (0.5f + static_cast<float>(b.scales[ib] & 0xF)) * 0.25f;
-      sc[2 * ib + 1] = d * (0.5f + static_cast<float>(b.scales[ib] >> 4)) * 0.25f;
+      si[2 * ib] = static_cast<int16_t>(2 * (b.scales[ib] & 0xF) + 1);
+      si[2 * ib + 1] = static_cast<int16_t>(2 * (b.scales[ib] >> 4) + 1);
     }
+    return h2f(b.d) * 0.125f;
   }
   static void chunk(const Block& b, int c, const iq::Tables& t, __m256i& g, __m256i& s) {
     const uint16_t* v = b.qs + 4 * c;
@@ -613,12 +629,12 @@ struct ChunkIQ2_XS {
 };
 struct ChunkIQ2_S {
   using Block = BlockIQ2_S;
-  static void scales(const Block& b, float* sc) {
-    const float d = h2f(b.d);
+  static float scales(const Block& b, int16_t* si) {
     for (int ib = 0; ib < 8; ++ib) {
-      sc[2 * ib] = d * (0.5f + static_cast<float>(b.scales[ib] & 0xF)) * 0.25f;
-      sc[2 * ib + 1] = d * (0.5f + static_cast<float>(b.scales[ib] >> 4)) * 0.25f;
+      si[2 * ib] = static_cast<int16_t>(2 * (b.scales[ib] & 0xF) + 1);
+      si[2 * ib + 1] = static_cast<int16_t>(2 * (b.scales[ib] >> 4) + 1);
     }
+    return h2f(b.d) * 0.125f;
   }
   static void chunk(const Block& b, int c, const iq::Tables& t, __m256i& g, __m256i& s) {
     const uint8_t* q = b.qs + 4 * c;
@@ -631,9 +647,10 @@ struct ChunkIQ2_S {
 };
 struct ChunkIQ3_XXS {
   using Block = BlockIQ3_XXS;
-  static void scales(const Block& b, float* sc) {
-    const float d = h2f(b.d);
-    for (int ib = 0; ib < 8; ++ib) sc[2 * ib] = sc[2 * ib + 1] = d * (0.5f + static_cast<float>(b.scales_signs[4 * ib + 3] >> 4)) * 0.5f;
+  // d * (0.5 + s) / 2 = (d / 4) * (2s + 1)
+  static float scales(const Block& b, int16_t* si) {
+    for (int ib = 0; ib < 8; ++ib) si[2 * ib] = si[2 * ib + 1] = static_cast<int16_t>(2 * (b.scales_signs[4 * ib + 3] >> 4) + 1);
+    return h2f(b.d) * 0.25f;
   }
   static void chunk(const Block& b, int c, const iq::Tables& t, __m256i& g, __m256i& s) {
     const uint8_t* q = b.qs + 8 * c;
@@ -647,10 +664,9 @@ struct ChunkIQ3_XXS {
 };
 struct ChunkIQ3_S {
   using Block = BlockIQ3_S;
-  static void scales(const Block& b, float* sc) {
-    const float d = h2f(b.d);
-    for (int ib = 0; ib < 8; ++ib)
-      sc[2 * ib] = sc[2 * ib + 1] = d * static_cast<float>(1 + 2 * ((b.scales[ib / 2] >> (4 * (ib % 2))) & 0xF));
+  static float scales(const Block& b, int16_t* si) {
+    for (int ib = 0; ib < 8; ++ib) si[2 * ib] = si[2 * ib + 1] = static_cast<int16_t>(1 + 2 * ((b.scales[ib / 2] >> (4 * (ib % 2))) & 0xF));
+    return h2f(b.d);
   }
   static void chunk(const Block& b, int c, const iq::Tables& t, __m256i& g, __m256i& s) {
     const uint8_t* q = b.qs + 8 * c;
@@ -668,9 +684,9 @@ struct ChunkIQ3_S {
 inline __m256i times8(__m256i g) { return _mm256_and_si256(_mm256_slli_epi16(g, 3), _mm256_set1_epi8(static_cast<char>(0xF8))); }
 struct ChunkIQ1_S {
   using Block = BlockIQ1_S;
-  static void scales(const Block& b, float* sc) {
-    const float d = h2f(b.d);
-    for (int ib = 0; ib < 8; ++ib) sc[2 * ib] = sc[2 * ib + 1] = d * static_cast<float>(2 * ((b.qh[ib] >> 12) & 7) + 1) * 0.125f;
+  static float scales(const Block& b, int16_t* si) {
+    for (int ib = 0; ib < 8; ++ib) si[2 * ib] = si[2 * ib + 1] = static_cast<int16_t>(2 * ((b.qh[ib] >> 12) & 7) + 1);
+    return h2f(b.d) * 0.125f;
   }
   static __m256i codes(const Block& b, int c, const iq::Tables& t) {
     const int h = b.qh[c];
@@ -683,11 +699,11 @@ struct ChunkIQ1_S {
 };
 struct ChunkIQ1_M {
   using Block = BlockIQ1_M;
-  static void scales(const Block& b, float* sc) {
+  static float scales(const Block& b, int16_t* si) {
     const uint16_t dbits = static_cast<uint16_t>((b.scales[0] >> 12) | ((b.scales[1] >> 8) & 0xF0) |
                                                  ((b.scales[2] >> 4) & 0xF00) | (b.scales[3] & 0xF000));
-    const float d = h2f(dbits);
-    for (int g = 0; g < 16; ++g) sc[g] = d * static_cast<float>(2 * ((b.scales[g / 4] >> (3 * (g % 4))) & 7) + 1) * 0.125f;
+    for (int g = 0; g < 16; ++g) si[g] = static_cast<int16_t>(2 * ((b.scales[g / 4] >> (3 * (g % 4))) & 7) + 1);
+    return h2f(dbits) * 0.125f;
   }
   static __m256i codes(const Block& b, int c, const iq::Tables& t) {
     const int h0 = b.qh[2 * c], h1 = b.qh[2 * c + 1];
@@ -701,12 +717,12 @@ struct ChunkIQ1_M {
 };
 struct ChunkIQ4_XS {
   using Block = BlockIQ4_XS;
-  static void scales(const Block& b, float* sc) {
-    const float d = h2f(b.d);
+  static float scales(const Block& b, int16_t* si) {
     for (int ib = 0; ib < 8; ++ib) {
       const int ls = ((b.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((b.scales_h >> (2 * ib)) & 3) << 4);
-      sc[2 * ib] = sc[2 * ib + 1] = d * static_cast<float>(ls - 32);
+      si[2 * ib] = si[2 * ib + 1] = static_cast<int16_t>(ls - 32);
     }
+    return h2f(b.d);
   }
   static __m256i codes(const Block& b, int c, const iq::Tables&) {
     const __m128i t128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
@@ -715,9 +731,9 @@ struct ChunkIQ4_XS {
 };
 struct ChunkTQ2_0 {
   using Block = BlockTQ2_0;
-  static void scales(const Block& b, float* sc) {
-    const float d = h2f(b.d);
-    for (int g = 0; g < 16; ++g) sc[g] = d;
+  static float scales(const Block& b, int16_t* si) {
+    for (int g = 0; g < 16; ++g) si[g] = 1;
+    return h2f(b.d);
   }
   static __m256i codes(const Block& b, int c, const iq::Tables&) {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * (c / 4)));
@@ -732,18 +748,24 @@ void dotq_codes_n(int n, const typename F::Block* b, const uint8_t* xq, size_t s
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int i = 0; i < n / 256; ++i) {
-    float sc[16];
-    F::scales(b[i], sc);
-    float dy[NT];
-    for (int t = 0; t < NT; ++t) dy[t] = reinterpret_cast<const BlockQ8_K*>(xq + t * stride)[i].d;
+    alignas(32) int16_t si[16];
+    const float d = F::scales(b[i], si);
+    const __m256i scales = block_scales(si);
+    __m256i sum[NT];
+    for (int t = 0; t < NT; ++t) sum[t] = _mm256_setzero_si256();
     for (int c = 0; c < 8; ++c) {
       const __m256i q = F::codes(b[i], c, tab);
-      const __m256 scale = _mm256_set_ps(sc[2 * c + 1], sc[2 * c + 1], sc[2 * c + 1], sc[2 * c + 1], sc[2 * c], sc[2 * c], sc[2 * c], sc[2 * c]);
+      const __m256i aq = _mm256_sign_epi8(q, q);
+      const __m256i sc = scale_pair(scales, c);
       for (int t = 0; t < NT; ++t) {
         const BlockQ8_K& y = reinterpret_cast<const BlockQ8_K*>(xq + t * stride)[i];
-        const __m256i p = dot_i8x32(q, load32(y.qs + 32 * c));
-        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(scale, _mm256_set1_ps(dy[t])), _mm256_cvtepi32_ps(p), acc[t]);
+        const __m256i p = _mm256_maddubs_epi16(aq, _mm256_sign_epi8(load32(y.qs + 32 * c), q));
+        sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(p, sc));
       }
+    }
+    for (int t = 0; t < NT; ++t) {
+      const float dy = reinterpret_cast<const BlockQ8_K*>(xq + t * stride)[i].d;
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * dy), _mm256_cvtepi32_ps(sum[t]), acc[t]);
     }
   }
   for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]);
@@ -770,23 +792,27 @@ void dotq_codes_multi(int n, const void* w, const uint8_t* xq, size_t stride, in
 template <typename F, int NT>
 void dotq_grid_n(int n, const typename F::Block* b, const uint8_t* xq, size_t stride, float* out) {
   const iq::Tables& tab = iq::tables();
-  const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int i = 0; i < n / 256; ++i) {
-    float sc[16];
-    F::scales(b[i], sc);
-    float dy[NT];
-    for (int t = 0; t < NT; ++t) dy[t] = reinterpret_cast<const BlockQ8_K*>(xq + t * stride)[i].d;
+    alignas(32) int16_t si[16];
+    const float d = F::scales(b[i], si);
+    const __m256i scales = block_scales(si);
+    __m256i sum[NT];
+    for (int t = 0; t < NT; ++t) sum[t] = _mm256_setzero_si256();
     for (int c = 0; c < 8; ++c) {
       __m256i g, s;
       F::chunk(b[i], c, tab, g, s);
-      const __m256 scale = _mm256_set_ps(sc[2 * c + 1], sc[2 * c + 1], sc[2 * c + 1], sc[2 * c + 1], sc[2 * c], sc[2 * c], sc[2 * c], sc[2 * c]);
+      const __m256i sc = scale_pair(scales, c);
       for (int t = 0; t < NT; ++t) {
         const BlockQ8_K& y = reinterpret_cast<const BlockQ8_K*>(xq + t * stride)[i];
-        const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(g, _mm256_sign_epi8(load32(y.qs + 32 * c), s)), ones);
-        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(scale, _mm256_set1_ps(dy[t])), _mm256_cvtepi32_ps(p), acc[t]);
+        const __m256i p = _mm256_maddubs_epi16(g, _mm256_sign_epi8(load32(y.qs + 32 * c), s));
+        sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(p, sc));
       }
+    }
+    for (int t = 0; t < NT; ++t) {
+      const float dy = reinterpret_cast<const BlockQ8_K*>(xq + t * stride)[i].d;
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * dy), _mm256_cvtepi32_ps(sum[t]), acc[t]);
     }
   }
   for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]);
