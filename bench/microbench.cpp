@@ -1,0 +1,96 @@
+// Google Benchmark microbenchmarks of the dot kernels, one per weight format:
+//  - Dot/<format>: one 4096-wide row against quantized activations, in L1 (kernel throughput).
+//  - Matvec/<format>: y = W x over a 64 MiB matrix on one thread (memory-bound decode step).
+// Run: build/bench/strata_microbench [--benchmark_filter=Q4_K]
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <vector>
+
+#include "backend/thread_pool.h"
+#include "ops/ops.h"
+#include "quant/kernels.h"
+#include "quant/quant.h"
+
+using namespace strata;
+
+namespace {
+
+const GgmlType kFormats[] = {
+    GgmlType::F32,    GgmlType::F16,    GgmlType::BF16,    GgmlType::Q4_0,    GgmlType::Q4_1,   GgmlType::Q5_0,
+    GgmlType::Q5_1,   GgmlType::Q8_0,   GgmlType::IQ4_NL,  GgmlType::Q2_K,    GgmlType::Q3_K,   GgmlType::Q4_K,
+    GgmlType::Q5_K,   GgmlType::Q6_K,   GgmlType::IQ2_XXS, GgmlType::IQ2_XS,  GgmlType::IQ2_S,  GgmlType::IQ3_XXS,
+    GgmlType::IQ3_S,  GgmlType::IQ1_S,  GgmlType::IQ1_M,   GgmlType::IQ4_XS,  GgmlType::TQ1_0,  GgmlType::TQ2_0,
+};
+
+// Rows of a format: quantized random floats, or random codes with moderate scales for the
+// formats without a quantizer.
+std::vector<uint8_t> make_rows(GgmlType t, int64_t n, int64_t rows, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const size_t rb = row_bytes(t, n);
+  std::vector<uint8_t> out(rb * static_cast<size_t>(rows));
+  if (can_quantize(t)) {
+    std::normal_distribution<float> d(0.f, 1.f);
+    std::vector<float> x(static_cast<size_t>(n));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (auto& v : x) v = d(rng);
+      quantize_row(t, x.data(), out.data() + rb * r, n);
+    }
+    return out;
+  }
+  for (auto& b : out) b = static_cast<uint8_t>(rng());
+  // Give every block a small finite fp16 scale (0x2000 ~ 0.0078) where the format keeps it first.
+  const auto& ti = type_info(t);
+  if (t != GgmlType::IQ1_M)
+    for (size_t off = 0; off < out.size(); off += ti.type_size) out[off] = 0x00, out[off + 1] = 0x20;
+  return out;
+}
+
+void BM_Dot(benchmark::State& state, GgmlType t) {
+  const int n = 4096;
+  const KernelTable& k = kernels();
+  auto w = make_rows(t, n, 1, 1);
+  std::vector<float> x(n);
+  std::mt19937 rng(2);
+  std::normal_distribution<float> d(0.f, 1.f);
+  for (auto& v : x) v = d(rng);
+  const GgmlType at = activation_type(t);
+  std::vector<uint8_t> xq(at == GgmlType::F32 ? 0 : row_bytes(at, n));
+  if (!xq.empty()) quantize_row(at, x.data(), xq.data(), n);
+  const QDotFn dq = k.dotq[static_cast<int>(t)];
+  const DotFn df = k.dot_for(t);
+  for (auto _ : state) {
+    float r = dq ? dq(n, w.data(), xq.data()) : df(n, w.data(), x.data());
+    benchmark::DoNotOptimize(r);
+  }
+  state.SetItemsProcessed(state.iterations() * n);                                 // weights/s
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.size()));  // weight bytes/s
+  state.SetLabel(std::string(k.isa) + (dq ? " int8" : " float"));
+}
+
+void BM_Matvec(benchmark::State& state, GgmlType t) {
+  const int64_t cols = 4096;
+  const int64_t rows = std::max<int64_t>(64, (64ll << 20) / static_cast<int64_t>(row_bytes(t, cols)));
+  auto w = make_rows(t, cols, rows, 3);
+  ops::Matrix m{t, rows, cols, w.data(), row_bytes(t, cols)};
+  std::vector<float> x(cols, 0.5f), y(static_cast<size_t>(rows));
+  ThreadPool pool(1);
+  for (auto _ : state) {
+    ops::matmul(m, x.data(), 1, y.data(), pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.size()));
+  state.SetItemsProcessed(state.iterations() * rows * cols);
+}
+
+const bool kRegistered = [] {
+  for (GgmlType t : kFormats) {
+    benchmark::RegisterBenchmark(("Dot/" + type_name(t)).c_str(), BM_Dot, t);
+    benchmark::RegisterBenchmark(("Matvec/" + type_name(t)).c_str(), BM_Matvec, t)->Unit(benchmark::kMillisecond);
+  }
+  return true;
+}();
+
+}  // namespace
+
+BENCHMARK_MAIN();
