@@ -82,7 +82,7 @@ TEST_P(KernelParity, SimdDotMatchesScalarReference) {
 }
 
 // Formats with AVX2 integer kernels on quantized activations (the others multiply in float).
-const GgmlType kIntFormats[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
+const GgmlType kIntFormats[] = {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
                                 GgmlType::IQ4_NL, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
                                 GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S, GgmlType::IQ3_XXS,
                                 GgmlType::IQ3_S, GgmlType::IQ1_S, GgmlType::IQ1_M, GgmlType::IQ4_XS,

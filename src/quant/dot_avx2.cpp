@@ -582,11 +582,26 @@ void dotq_unpacked_n(int n, const Block* b, const uint8_t* xq, size_t stride, fl
 // block needs a single float multiply per activation row. Lane layout: a chunk's first 16
 // values land in the low 128 bits, the second 16 in the high; `scale_pair` broadcasts the two
 // matching sub-scales into those halves with one shuffle.
-inline __m256i block_scales(const int16_t* si) {
-  // low lane: even sub-scales (first half of each chunk), high lane: odd ones
-  alignas(32) int16_t v[16];
-  for (int c = 0; c < 8; ++c) v[c] = si[2 * c], v[8 + c] = si[2 * c + 1];
-  return _mm256_load_si256(reinterpret_cast<const __m256i*>(v));
+// Eight byte-sized sub-scales (one per 32 values), each used for both 16-value halves.
+inline __m256i dup8(uint64_t v8) {
+  const __m128i b = _mm_cvtsi64_si128(static_cast<long long>(v8));
+  return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(b, b));
+}
+inline __m256i odd_scale(__m256i s) { return _mm256_add_epi16(_mm256_slli_epi16(s, 1), _mm256_set1_epi16(1)); }  // 2s + 1
+// Sixteen 4-bit sub-scales in 8 bytes, low nibble first.
+inline __m256i nibbles16(const uint8_t* p8) {
+  uint64_t v;
+  std::memcpy(&v, p8, 8);
+  const __m128i b = _mm_cvtsi64_si128(static_cast<long long>(v));
+  const __m128i m = _mm_set1_epi8(0x0F);
+  return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(_mm_and_si128(b, m), _mm_and_si128(_mm_srli_epi16(b, 4), m)));
+}
+// Sub-scales s0..s15 in natural order -> low lane s0, s2, ..., s14 (first half of each chunk),
+// high lane s1, s3, ..., s15.
+inline __m256i block_scales(__m256i natural) {
+  const __m128i evens_odds = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+  const __m256i v = _mm256_shuffle_epi8(natural, _mm256_set_m128i(evens_odds, evens_odds));
+  return _mm256_permute4x64_epi64(v, _MM_SHUFFLE(3, 1, 2, 0));
 }
 inline __m256i scale_pair(__m256i scales, int c) {
   const __m128i pat = _mm_set1_epi16(static_cast<short>((2 * c) | ((2 * c + 1) << 8)));
@@ -599,9 +614,11 @@ inline __m256i scale_pair(__m256i scales, int c) {
 struct ChunkIQ2_XXS {
   using Block = BlockIQ2_XXS;
   // d * (0.5 + s) / 4 = (d / 8) * (2s + 1)
-  static float scales(const Block& b, int16_t* si) {
-    for (int ib = 0; ib < 8; ++ib) si[2 * ib] = si[2 * ib + 1] = static_cast<int16_t>(2 * (b.qs[4 * ib + 3] >> 12) + 1);
-    return h2f(b.d) * 0.125f;
+  static __m256i scales(const Block& b, float& d) {
+    uint64_t v = 0;
+    for (int ib = 0; ib < 8; ++ib) v |= static_cast<uint64_t>(b.qs[4 * ib + 3] >> 12) << (8 * ib);
+    d = h2f(b.d) * 0.125f;
+    return odd_scale(dup8(v));
   }
   static void chunk(const Block& b, int c, const iq::Tables& t, __m256i& g, __m256i& s) {
     const uint32_t idx = b.qs[4 * c] | static_cast<uint32_t>(b.qs[4 * c + 1]) << 16;
@@ -613,12 +630,9 @@ struct ChunkIQ2_XXS {
 };
 struct ChunkIQ2_XS {
   using Block = BlockIQ2_XS;
-  static float scales(const Block& b, int16_t* si) {
-    for (int ib = 0; ib < 8; ++ib) {
-      si[2 * ib] = static_cast<int16_t>(2 * (b.scales[ib] & 0xF) + 1);
-      si[2 * ib + 1] = static_cast<int16_t>(2 * (b.scales[ib] >> 4) + 1);
-    }
-    return h2f(b.d) * 0.125f;
+  static __m256i scales(const Block& b, float& d) {
+    d = h2f(b.d) * 0.125f;
+    return odd_scale(nibbles16(b.scales));
   }
   static void chunk(const Block& b, int c, const iq::Tables& t, __m256i& g, __m256i& s) {
     const uint16_t* v = b.qs + 4 * c;
@@ -629,12 +643,9 @@ struct ChunkIQ2_XS {
 };
 struct ChunkIQ2_S {
   using Block = BlockIQ2_S;
-  static float scales(const Block& b, int16_t* si) {
-    for (int ib = 0; ib < 8; ++ib) {
-      si[2 * ib] = static_cast<int16_t>(2 * (b.scales[ib] & 0xF) + 1);
-      si[2 * ib + 1] = static_cast<int16_t>(2 * (b.scales[ib] >> 4) + 1);
-    }
-    return h2f(b.d) * 0.125f;
+  static __m256i scales(const Block& b, float& d) {
+    d = h2f(b.d) * 0.125f;
+    return odd_scale(nibbles16(b.scales));
   }
   static void chunk(const Block& b, int c, const iq::Tables& t, __m256i& g, __m256i& s) {
     const uint8_t* q = b.qs + 4 * c;
@@ -648,9 +659,11 @@ struct ChunkIQ2_S {
 struct ChunkIQ3_XXS {
   using Block = BlockIQ3_XXS;
   // d * (0.5 + s) / 2 = (d / 4) * (2s + 1)
-  static float scales(const Block& b, int16_t* si) {
-    for (int ib = 0; ib < 8; ++ib) si[2 * ib] = si[2 * ib + 1] = static_cast<int16_t>(2 * (b.scales_signs[4 * ib + 3] >> 4) + 1);
-    return h2f(b.d) * 0.25f;
+  static __m256i scales(const Block& b, float& d) {
+    uint64_t v = 0;
+    for (int ib = 0; ib < 8; ++ib) v |= static_cast<uint64_t>(b.scales_signs[4 * ib + 3] >> 4) << (8 * ib);
+    d = h2f(b.d) * 0.25f;
+    return odd_scale(dup8(v));
   }
   static void chunk(const Block& b, int c, const iq::Tables& t, __m256i& g, __m256i& s) {
     const uint8_t* q = b.qs + 8 * c;
@@ -664,15 +677,20 @@ struct ChunkIQ3_XXS {
 };
 struct ChunkIQ3_S {
   using Block = BlockIQ3_S;
-  static float scales(const Block& b, int16_t* si) {
-    for (int ib = 0; ib < 8; ++ib) si[2 * ib] = si[2 * ib + 1] = static_cast<int16_t>(1 + 2 * ((b.scales[ib / 2] >> (4 * (ib % 2))) & 0xF));
-    return h2f(b.d);
+  static __m256i scales(const Block& b, float& d) {
+    uint32_t four;
+    std::memcpy(&four, b.scales, 4);
+    uint64_t v = 0;
+    for (int ib = 0; ib < 8; ++ib) v |= static_cast<uint64_t>((four >> (4 * ib)) & 0xF) << (8 * ib);
+    d = h2f(b.d);
+    return odd_scale(dup8(v));
   }
   static void chunk(const Block& b, int c, const iq::Tables& t, __m256i& g, __m256i& s) {
-    const uint8_t* q = b.qs + 8 * c;
-    const int h = b.qh[c];
-    auto e = [&](int k) { return static_cast<int>(t.iq3s[q[k] | ((h >> k) & 1) << 8]); };
-    g = _mm256_set_epi32(e(7), e(6), e(5), e(4), e(3), e(2), e(1), e(0));
+    // 8 grid indices: 8 low bits from qs, the 9th from bit k of qh[c]; one gather.
+    const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + 8 * c)));
+    const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(b.qh[c]), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
+                                        _mm256_set1_epi32(1));
+    g = _mm256_i32gather_epi32(reinterpret_cast<const int*>(t.iq3s), _mm256_or_si256(lo, _mm256_slli_epi32(hi, 8)), 4);
     const uint8_t* sg = b.signs + 4 * c;
     s = _mm256_set_epi64x(t.sign_bytes[sg[3]], t.sign_bytes[sg[2]], t.sign_bytes[sg[1]], t.sign_bytes[sg[0]]);
   }
@@ -684,9 +702,11 @@ struct ChunkIQ3_S {
 inline __m256i times8(__m256i g) { return _mm256_and_si256(_mm256_slli_epi16(g, 3), _mm256_set1_epi8(static_cast<char>(0xF8))); }
 struct ChunkIQ1_S {
   using Block = BlockIQ1_S;
-  static float scales(const Block& b, int16_t* si) {
-    for (int ib = 0; ib < 8; ++ib) si[2 * ib] = si[2 * ib + 1] = static_cast<int16_t>(2 * ((b.qh[ib] >> 12) & 7) + 1);
-    return h2f(b.d) * 0.125f;
+  static __m256i scales(const Block& b, float& d) {
+    uint64_t v = 0;
+    for (int ib = 0; ib < 8; ++ib) v |= static_cast<uint64_t>((b.qh[ib] >> 12) & 7) << (8 * ib);
+    d = h2f(b.d) * 0.125f;
+    return odd_scale(dup8(v));
   }
   static __m256i codes(const Block& b, int c, const iq::Tables& t) {
     const int h = b.qh[c];
@@ -699,11 +719,14 @@ struct ChunkIQ1_S {
 };
 struct ChunkIQ1_M {
   using Block = BlockIQ1_M;
-  static float scales(const Block& b, int16_t* si) {
+  static __m256i scales(const Block& b, float& d) {
     const uint16_t dbits = static_cast<uint16_t>((b.scales[0] >> 12) | ((b.scales[1] >> 8) & 0xF0) |
                                                  ((b.scales[2] >> 4) & 0xF00) | (b.scales[3] & 0xF000));
-    for (int g = 0; g < 16; ++g) si[g] = static_cast<int16_t>(2 * ((b.scales[g / 4] >> (3 * (g % 4))) & 7) + 1);
-    return h2f(dbits) * 0.125f;
+    uint64_t v[2] = {0, 0};
+    for (int g = 0; g < 16; ++g) v[g / 8] |= static_cast<uint64_t>((b.scales[g / 4] >> (3 * (g % 4))) & 7) << (8 * (g % 8));
+    d = h2f(dbits) * 0.125f;
+    const __m128i bytes = _mm_set_epi64x(static_cast<long long>(v[1]), static_cast<long long>(v[0]));
+    return odd_scale(_mm256_cvtepu8_epi16(bytes));
   }
   static __m256i codes(const Block& b, int c, const iq::Tables& t) {
     const int h0 = b.qh[2 * c], h1 = b.qh[2 * c + 1];
@@ -717,12 +740,14 @@ struct ChunkIQ1_M {
 };
 struct ChunkIQ4_XS {
   using Block = BlockIQ4_XS;
-  static float scales(const Block& b, int16_t* si) {
-    for (int ib = 0; ib < 8; ++ib) {
-      const int ls = ((b.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((b.scales_h >> (2 * ib)) & 3) << 4);
-      si[2 * ib] = si[2 * ib + 1] = static_cast<int16_t>(ls - 32);
-    }
-    return h2f(b.d);
+  static __m256i scales(const Block& b, float& d) {
+    uint32_t low;
+    std::memcpy(&low, b.scales_l, 4);
+    uint64_t v = 0;
+    for (int ib = 0; ib < 8; ++ib)
+      v |= static_cast<uint64_t>(((low >> (4 * ib)) & 0xF) | (((b.scales_h >> (2 * ib)) & 3) << 4)) << (8 * ib);
+    d = h2f(b.d);
+    return _mm256_sub_epi16(dup8(v), _mm256_set1_epi16(32));
   }
   static __m256i codes(const Block& b, int c, const iq::Tables&) {
     const __m128i t128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
@@ -731,9 +756,9 @@ struct ChunkIQ4_XS {
 };
 struct ChunkTQ2_0 {
   using Block = BlockTQ2_0;
-  static float scales(const Block& b, int16_t* si) {
-    for (int g = 0; g < 16; ++g) si[g] = 1;
-    return h2f(b.d);
+  static __m256i scales(const Block& b, float& d) {
+    d = h2f(b.d);
+    return _mm256_set1_epi16(1);
   }
   static __m256i codes(const Block& b, int c, const iq::Tables&) {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * (c / 4)));
@@ -742,15 +767,53 @@ struct ChunkTQ2_0 {
   }
 };
 
+// K-quants with 2-bit codes: chunk c holds bits 2*(c % 4) of the 32 bytes of half c / 4.
+inline __m256i two_bits(const uint8_t* qs, int c) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * (c / 4)));
+  return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(2 * (c % 4))), _mm256_set1_epi8(3));
+}
+struct ChunkQ3_K {
+  using Block = BlockQ3_K;
+  static __m256i scales(const Block& b, float& d) {
+    alignas(16) int8_t sc[16];
+    q3k_unpack_scales(b.scales, sc);
+    d = h2f(b.d);
+    return _mm256_cvtepi8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(sc)));
+  }
+  static __m256i codes(const Block& b, int c, const iq::Tables&) {
+    // code = low 2 bits - 4 unless bit c of the high mask is set
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask));
+    const __m256i hb = _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(c)), _mm256_set1_epi8(1));
+    const __m256i minus4 = _mm256_and_si256(_mm256_cmpeq_epi8(hb, _mm256_setzero_si256()), _mm256_set1_epi8(4));
+    return _mm256_sub_epi8(two_bits(b.qs, c), minus4);
+  }
+};
+// Q2_K: value = d * (s & 15) * code - dmin * (s >> 4); the min part is a dot of the 4-bit mins
+// with the activations' per-16 sums (Q8_K's bsums).
+struct ChunkQ2_K {
+  using Block = BlockQ2_K;
+  static __m256i scales(const Block& b, float& d) {
+    d = h2f(b.d);
+    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+    return _mm256_cvtepu8_epi16(_mm_and_si128(sc, _mm_set1_epi8(0x0F)));
+  }
+  static __m256i codes(const Block& b, int c, const iq::Tables&) { return two_bits(b.qs, c); }
+  static float min_term(const Block& b, const BlockQ8_K& y) {
+    int m = 0;
+    for (int g = 0; g < 16; ++g) m += (b.scales[g] >> 4) * y.bsums[g];
+    return h2f(b.dmin) * static_cast<float>(m);
+  }
+};
+
 template <typename F, int NT>
 void dotq_codes_n(int n, const typename F::Block* b, const uint8_t* xq, size_t stride, float* out) {
   const iq::Tables& tab = iq::tables();
   __m256 acc[NT];
+  float mins[NT] = {};
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int i = 0; i < n / 256; ++i) {
-    alignas(32) int16_t si[16];
-    const float d = F::scales(b[i], si);
-    const __m256i scales = block_scales(si);
+    float d;
+    const __m256i scales = block_scales(F::scales(b[i], d));
     __m256i sum[NT];
     for (int t = 0; t < NT; ++t) sum[t] = _mm256_setzero_si256();
     for (int c = 0; c < 8; ++c) {
@@ -764,11 +827,12 @@ void dotq_codes_n(int n, const typename F::Block* b, const uint8_t* xq, size_t s
       }
     }
     for (int t = 0; t < NT; ++t) {
-      const float dy = reinterpret_cast<const BlockQ8_K*>(xq + t * stride)[i].d;
-      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * dy), _mm256_cvtepi32_ps(sum[t]), acc[t]);
+      const BlockQ8_K& y = reinterpret_cast<const BlockQ8_K*>(xq + t * stride)[i];
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * y.d), _mm256_cvtepi32_ps(sum[t]), acc[t]);
+      if constexpr (requires { F::min_term(b[i], y); }) mins[t] += y.d * F::min_term(b[i], y);
     }
   }
-  for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]);
+  for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]) - mins[t];
 }
 
 template <typename F>
@@ -795,9 +859,8 @@ void dotq_grid_n(int n, const typename F::Block* b, const uint8_t* xq, size_t st
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int i = 0; i < n / 256; ++i) {
-    alignas(32) int16_t si[16];
-    const float d = F::scales(b[i], si);
-    const __m256i scales = block_scales(si);
+    float d;
+    const __m256i scales = block_scales(F::scales(b[i], d));
     __m256i sum[NT];
     for (int t = 0; t < NT; ++t) sum[t] = _mm256_setzero_si256();
     for (int c = 0; c < 8; ++c) {
@@ -890,7 +953,7 @@ void fill_avx2_int_kernels(KernelTable& t) {
 #define STRATA_CODES(T)                                                  \
   t.dotq[static_cast<int>(GgmlType::T)] = dotq_codes<Chunk##T>;          \
   t.dotq_multi[static_cast<int>(GgmlType::T)] = dotq_codes_multi<Chunk##T>;
-  STRATA_CODES(IQ1_S) STRATA_CODES(IQ1_M) STRATA_CODES(IQ4_XS) STRATA_CODES(TQ2_0)
+  STRATA_CODES(IQ1_S) STRATA_CODES(IQ1_M) STRATA_CODES(IQ4_XS) STRATA_CODES(TQ2_0) STRATA_CODES(Q2_K) STRATA_CODES(Q3_K)
 #undef STRATA_CODES
 }
 
