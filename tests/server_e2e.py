@@ -156,6 +156,29 @@ def main():
         generated = st["generated_tokens"] - before
         check("disconnect cancels and frees the slot", freed and generated < 3000, f"{generated} tokens generated; {st!r}")
 
+        # The same for a non-streaming request: the server notices the closed socket through its
+        # one-second whitespace heartbeat and cancels.
+        before = json.loads(http(srv.base, "/v1/status")[1])["generated_tokens"]
+        sock = socket.create_connection(("127.0.0.1", srv.port))
+        body = json.dumps({"prompt": "Once", "max_tokens": 4000, "temperature": 0}).encode()
+        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
+                     + str(len(body)).encode() + b"\r\n\r\n" + body)
+        time.sleep(0.3)
+        sock.close()
+        freed = False
+        for _ in range(100):
+            st = json.loads(http(srv.base, "/v1/status")[1])
+            if st["active"] == 0 and st["kv_bytes_in_use"] == st["kv_bytes_prefix_cache"]:
+                freed = True
+                break
+            time.sleep(0.1)
+        generated = st["generated_tokens"] - before
+        check("non-streaming disconnect cancels too", freed and generated < 3000, f"{generated} tokens generated; {st!r}")
+        # A non-streaming answer that takes several seconds arrives whole and parses (heartbeat
+        # whitespace before the JSON).
+        long = client.completions.create(model="any", prompt="Once", max_tokens=1500, temperature=0)
+        check("long non-streaming answer parses", long.usage.completion_tokens > 0 and long.choices[0].finish_reason in ("stop", "length"))
+
         # Prefix reuse: a second conversation with the same long system prompt copies its cells
         # (whole 16-token pages) and answers exactly as a fresh run does.
         system = "You are a storyteller. " * 20

@@ -133,25 +133,54 @@ struct Server::Impl {
     int prompt_tokens = 0, completion_tokens = 0;
     std::vector<engine::TokenEvent> tokens;
   };
-  Answer collect(engine::GenRequest& r) {
-    Answer a;
+  // Moves events into `a` for up to timeout_ms; true once the answer is complete (or failed).
+  static bool pump(engine::Channel& out, Answer& a, int timeout_ms) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     for (;;) {
-      auto e = r.out->pop(1000);
-      if (!e) continue;
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()).count();
+      if (left <= 0) return false;
+      auto e = out.pop(static_cast<int>(left));
+      if (!e) return false;
       if (e->kind == engine::TokenEvent::Failed) {
         a.error = e->error;
-        return a;
+        return true;
       }
       if (e->kind == engine::TokenEvent::Done) {
         a.finish = e->finish_reason;
         a.stop_sequence = e->stop_sequence;
         a.prompt_tokens = e->prompt_tokens;
         a.completion_tokens = e->completion_tokens;
-        return a;
+        return true;
       }
       a.text += e->text;
       if (e->token >= 0) a.tokens.push_back(*e);
     }
+  }
+
+  // A non-streaming answer. The body is sent chunked: while the answer is generated a space is
+  // written every second (JSON allows leading whitespace), so a client that has gone away is
+  // noticed by a failed write and its sequence is cancelled, as for streams. An engine failure
+  // after the headers went out is reported as an error object in the body.
+  void respond_when_done(httplib::Response& res, std::shared_ptr<engine::Channel> out, const std::string& error_type,
+                         std::function<json(const Answer&)> build) {
+    auto a = std::make_shared<Answer>();
+    auto finished = std::make_shared<bool>(false);
+    res.set_chunked_content_provider(
+        "application/json",
+        [out, a, finished, error_type, build](size_t, httplib::DataSink& sink) {
+          if (!pump(*out, *a, 1000)) return sink.write(" ", 1);
+          json body = a->error.empty()
+                          ? build(*a)
+                          : json{{"error", {{"message", a->error}, {"type", error_type}, {"param", nullptr}, {"code", nullptr}}}};
+          std::string text = body.dump(-1, ' ', false, json::error_handler_t::replace);
+          *finished = true;
+          bool ok = sink.write(text.data(), text.size());
+          sink.done();
+          return ok;
+        },
+        [out, finished](bool success) {
+          if (!success || !*finished) out->cancel();  // the client left: free the sequence
+        });
   }
 
   std::vector<int32_t> chat_prompt(const std::vector<tok::Message>& msgs) {
@@ -170,20 +199,18 @@ struct Server::Impl {
     const int64_t created = unix_now();
     const bool want_lp = cr.gen.top_logprobs >= 0;
     if (!cr.gen.stream) {
-      Answer a = collect(r);
-      if (!a.error.empty()) return send_error(res, 500, a.error, "server_error");
-      json choice = {{"index", 0}, {"message", {{"role", "assistant"}, {"content", a.text}}}, {"finish_reason", a.finish}};
-      if (want_lp) {
-        json content = json::array();
-        for (const auto& t : a.tokens) content.push_back(logprob_entry(t));
-        choice["logprobs"] = {{"content", content}};
-      } else {
-        choice["logprobs"] = nullptr;
-      }
-      json out = {{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", model_name},
-                  {"choices", json::array({choice})},
-                  {"usage", usage_json(a.prompt_tokens, a.completion_tokens)}};
-      res.set_content(out.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+      respond_when_done(res, r.out, "server_error", [=, this](const Answer& a) {
+        json choice = {{"index", 0}, {"message", {{"role", "assistant"}, {"content", a.text}}}, {"finish_reason", a.finish}};
+        if (want_lp) {
+          json content = json::array();
+          for (const auto& t : a.tokens) content.push_back(logprob_entry(t));
+          choice["logprobs"] = {{"content", content}};
+        } else {
+          choice["logprobs"] = nullptr;
+        }
+        return json{{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", model_name},
+                    {"choices", json::array({choice})}, {"usage", usage_json(a.prompt_tokens, a.completion_tokens)}};
+      });
       return;
     }
     auto out = r.out;
@@ -243,7 +270,7 @@ struct Server::Impl {
     const std::string id = new_id("cmpl"), model_name = cr.model.empty() ? opt.model_name : cr.model;
     const int64_t created = unix_now();
     const bool want_lp = cr.gen.top_logprobs >= 0;
-    auto lp_json = [&](const std::vector<engine::TokenEvent>& toks) -> json {
+    auto lp_json = [want_lp, this](const std::vector<engine::TokenEvent>& toks) -> json {
       if (!want_lp) return nullptr;
       json tokens = json::array(), lps = json::array(), tops = json::array();
       for (const auto& t : toks) {
@@ -256,12 +283,11 @@ struct Server::Impl {
       return {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}};
     };
     if (!cr.gen.stream) {
-      Answer a = collect(r);
-      if (!a.error.empty()) return send_error(res, 500, a.error, "server_error");
-      json out = {{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model_name},
-                  {"choices", json::array({{{"index", 0}, {"text", a.text}, {"finish_reason", a.finish}, {"logprobs", lp_json(a.tokens)}}})},
-                  {"usage", usage_json(a.prompt_tokens, a.completion_tokens)}};
-      res.set_content(out.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+      respond_when_done(res, r.out, "server_error", [=](const Answer& a) {
+        return json{{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model_name},
+                    {"choices", json::array({{{"index", 0}, {"text", a.text}, {"finish_reason", a.finish}, {"logprobs", lp_json(a.tokens)}}})},
+                    {"usage", usage_json(a.prompt_tokens, a.completion_tokens)}};
+      });
       return;
     }
     auto out = r.out;
@@ -312,15 +338,14 @@ struct Server::Impl {
       return f == "length" ? "max_tokens" : (stop_seq ? "stop_sequence" : "end_turn");
     };
     if (!cr.gen.stream) {
-      Answer a = collect(r);
-      if (!a.error.empty()) return send_error(res, 500, a.error, "api_error");
-      const bool stop_seq = !a.stop_sequence.empty();
-      json out = {{"id", id}, {"type", "message"}, {"role", "assistant"}, {"model", model_name},
-                  {"content", json::array({{{"type", "text"}, {"text", a.text}}})},
-                  {"stop_reason", reason(a.finish, stop_seq)},
-                  {"stop_sequence", stop_seq ? json(a.stop_sequence) : json(nullptr)},
-                  {"usage", {{"input_tokens", a.prompt_tokens}, {"output_tokens", a.completion_tokens}}}};
-      res.set_content(out.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+      respond_when_done(res, r.out, "api_error", [=](const Answer& a) {
+        const bool stop_seq = !a.stop_sequence.empty();
+        return json{{"id", id}, {"type", "message"}, {"role", "assistant"}, {"model", model_name},
+                    {"content", json::array({{{"type", "text"}, {"text", a.text}}})},
+                    {"stop_reason", reason(a.finish, stop_seq)},
+                    {"stop_sequence", stop_seq ? json(a.stop_sequence) : json(nullptr)},
+                    {"usage", {{"input_tokens", a.prompt_tokens}, {"output_tokens", a.completion_tokens}}}};
+      });
       return;
     }
     auto out = r.out;
