@@ -6,9 +6,11 @@ import concurrent.futures as cf
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -36,8 +38,8 @@ def check(name, cond, detail=""):
 
 
 class Server:
-    def __init__(self, *args):
-        self.proc = subprocess.Popen([STRATA, "serve", "-m", MODEL, "--port", "0", "-t", "2", *args],
+    def __init__(self, *args, model=None):
+        self.proc = subprocess.Popen([STRATA, "serve", "-m", model or MODEL, "--port", "0", "-t", "2", *args],
                                      stderr=subprocess.PIPE, text=True)
         line = self.proc.stderr.readline()
         m = re.search(r"http://([\d.]+):(\d+)/", line)
@@ -242,6 +244,43 @@ def main():
         check("flood: still healthy", http(srv.base, "/health")[0] == 200 and one(0)[0] == 200)
     finally:
         srv.stop()
+
+    # Thinking models: a random qwen3-shaped model with Qwen's vocabulary and a template that
+    # switches thinking. Thinking off puts an empty <think></think> block into the prompt.
+    tmp = tempfile.mkdtemp()
+    tmpl = os.path.join(tmp, "template.jinja")
+    with open(tmpl, "w") as f:
+        f.write("{{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>\\n' }}"
+                "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}")
+    thinker = os.path.join(tmp, "thinker.gguf")
+    vocab = os.path.join(os.path.dirname(os.path.abspath(MODEL)), "..", "tokenizer", "ggml-vocab-qwen2.gguf")
+    r = subprocess.run([STRATA, "synth", "--arch", "qwen3", "--preset", "tiny", "--type", "Q8_0", "--vocab-from", vocab,
+                        "--chat-template", tmpl, "-o", thinker], capture_output=True, text=True)
+    check("synth a model with a thinking template", r.returncode == 0, r.stderr)
+    srv = Server("--ctx", "512", model=thinker)
+    try:
+        client = openai.OpenAI(base_url=srv.base + "/v1", api_key="none")
+        msgs = [{"role": "user", "content": "What are the three primary colours?"}]
+
+        def prompt_tokens(**kw):
+            return client.chat.completions.create(model="any", messages=msgs, max_tokens=4, temperature=0, **kw).usage.prompt_tokens
+
+        on, off = prompt_tokens(), prompt_tokens(extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+        check("enable_thinking=false adds the empty think block", off > on, f"{on} vs {off}")
+        check("reasoning_effort=none switches thinking off", prompt_tokens(reasoning_effort="none") == off)
+        check("reasoning_effort=high leaves it on", prompt_tokens(reasoning_effort="high") == on)
+        code, _, _ = http(srv.base, "/v1/chat/completions", body={"messages": msgs, "chat_template_kwargs": {"enable_thinking": "no"}})
+        check("enable_thinking must be a boolean", code == 400)
+        a = anthropic.Anthropic(base_url=srv.base, api_key="none")
+        m1 = a.messages.create(model="any", max_tokens=4, messages=msgs)
+        m2 = a.messages.create(model="any", max_tokens=4, messages=msgs, thinking={"type": "disabled"})
+        check("anthropic thinking=disabled", m2.usage.input_tokens > m1.usage.input_tokens)
+        with a.messages.stream(model="any", max_tokens=8, messages=msgs) as st:
+            final = st.get_final_message()
+        check("anthropic stream from a thinking model ends in a message", final.usage.output_tokens > 0)
+    finally:
+        srv.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
 
     # API key.
     srv = Server("--api-key", "sekret")

@@ -112,4 +112,54 @@ TEST(ChatTemplate, RendersTurns) {
   EXPECT_THROW(tok::apply_chat_template(tok::ChatFormat::ChatML, {{"robot", "x"}}, true), std::runtime_error);
 }
 
+// Qwen3's template marks thinking with <think> and switches it with enable_thinking.
+const char* kThinkingTemplate =
+    "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}"
+    "{{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>' + '\\n' }}";
+
+TEST(ChatTemplate, ThinkingSwitchAndHistory) {
+  auto ct = tok::detect_chat_template(std::string(kThinkingTemplate), "qwen3");
+  EXPECT_TRUE(ct.thinking);
+  EXPECT_FALSE(tok::detect_chat_template(std::string("{{'<|im_start|>' + role}}"), "qwen2").thinking);
+  std::vector<tok::Message> msgs = {{"user", "Hi"}, {"assistant", "<think>\nplanning\n</think>\n\nHello!"}, {"user", "Again"}};
+  const std::string turns = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
+                            "<|im_start|>user\nAgain<|im_end|>\n<|im_start|>assistant\n";
+  EXPECT_EQ(tok::apply_chat_template(ct.format, msgs, true, {true, true}), turns);
+  EXPECT_EQ(tok::apply_chat_template(ct.format, msgs, true, {true, false}), turns + "<think>\n\n</think>\n\n");
+  // Templates without thinking keep assistant text as it is.
+  EXPECT_NE(tok::apply_chat_template(ct.format, msgs, true).find("planning"), std::string::npos);
+}
+
+// Every way of cutting the text into pieces gives the same thinking and answer.
+TEST(ReasoningSplitter, SplitsWhateverThePieces) {
+  struct Case {
+    std::string text, reasoning, content;
+  };
+  const std::vector<Case> cases = {
+      {"<think>\nLet me see.\n</think>\n\nBlue.", "Let me see.", "Blue."},
+      {"\n<think>a < b </thinkish> c</think>Done", "a < b </thinkish> c", "Done"},
+      {"Plain answer <think> not at the start", "", "Plain answer <think> not at the start"},
+      {"<think>never closed, out of tokens", "never closed, out of tokens", ""},
+      {"<thi", "", "<thi"},
+      {"<think>\n\n</think>\n\nAnswer\n", "", "Answer\n"},
+      {"", "", ""},
+  };
+  for (const auto& c : cases) {
+    for (size_t piece = 1; piece <= c.text.size() + 1; ++piece) {
+      tok::ReasoningSplitter sp;
+      std::string r, a;
+      for (size_t i = 0; i < c.text.size(); i += piece) {
+        auto p = sp.push(c.text.substr(i, piece));
+        r += p.reasoning;
+        a += p.content;
+      }
+      auto p = sp.finish();
+      r += p.reasoning;
+      a += p.content;
+      EXPECT_EQ(r, c.reasoning) << c.text << " / pieces of " << piece;
+      EXPECT_EQ(a, c.content) << c.text << " / pieces of " << piece;
+    }
+  }
+}
+
 }  // namespace

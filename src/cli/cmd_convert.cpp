@@ -1,5 +1,7 @@
 // strata quantize and strata synth: write new GGUF files (see convert/).
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 
 #include "cli/commands.h"
 #include "common.h"
@@ -22,7 +24,13 @@ void run_quantize(const QuantizeOptions& o) {
   report.print(stderr);
 }
 
-void run_synth(const convert::SynthOptions& o, const std::string& out) {
+void run_synth(convert::SynthOptions o, const std::string& out, const std::string& template_file) {
+  if (!template_file.empty()) {
+    std::ifstream f(template_file, std::ios::binary);
+    if (!f) throw Error("cannot read " + template_file);
+    o.chat_template.assign(std::istreambuf_iterator<char>(f), {});
+    if (o.chat_template.empty()) throw Error(template_file + " is empty");
+  }
   auto report = convert::synth_model(o, out, stderr);
   report.print(stderr);
   std::fprintf(stderr, "wrote %s\n", out.c_str());
@@ -43,6 +51,7 @@ void add_quantize(CLI::App& app) {
 void add_synth(CLI::App& app) {
   auto o = std::make_shared<convert::SynthOptions>();
   auto out = std::make_shared<std::string>();
+  auto tmpl = std::make_shared<std::string>();
   std::string presets;
   for (auto& p : convert::synth_presets()) presets += (presets.empty() ? "" : ", ") + p.arch + " " + p.preset;
   auto* cmd = app.add_subcommand("synth", "Write a random-weight model with a real model's shapes (for benchmarks)");
@@ -53,8 +62,9 @@ void add_synth(CLI::App& app) {
   cmd->add_option("--seed", o->seed, "Random seed (same seed, same file)")->capture_default_str();
   cmd->add_option("--layers", o->layers, "Override the number of layers");
   cmd->add_option("-t,--threads", o->n_threads, "Threads (default: physical cores)");
+  cmd->add_option("--chat-template", *tmpl, "File whose text becomes tokenizer.chat_template");
   cmd->add_option("-o,--output", *out, "Output GGUF file")->required();
-  cmd->callback([o, out] { run_synth(*o, *out); });
+  cmd->callback([o, out, tmpl] { run_synth(*o, *out, *tmpl); });
 }
 
 }  // namespace strata::cli

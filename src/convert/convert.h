@@ -40,6 +40,7 @@ struct SynthOptions {
   std::string preset;      // e.g. 0.5b; "tiny" for tests
   std::string type = "F16";
   std::string vocab_from;  // GGUF whose tokenizer.* metadata is copied
+  std::string chat_template;  // replaces the copied tokenizer.chat_template when not empty
   uint64_t seed = 1;
   int layers = 0;          // > 0 overrides the preset's block count
   int n_threads = 0;

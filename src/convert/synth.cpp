@@ -119,6 +119,7 @@ ConvertReport synth_model(const SynthOptions& o, const std::string& out_path, st
   w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(p.head_dim));
   w.set_f32(a + ".rope.freq_base", p.rope_base);
   w.set_f32(a + ".attention.layer_norm_rms_epsilon", p.rms_eps);
+  if (!o.chat_template.empty()) w.set_string("tokenizer.chat_template", o.chat_template);
   w.copy_metadata(*vocab, "tokenizer.");
 
   ThreadPool pool(o.n_threads > 0 ? o.n_threads : ThreadPool::default_threads());

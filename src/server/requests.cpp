@@ -151,9 +151,16 @@ ChatRequest parse_chat(const json& j) {
     std::string v = re->get<std::string>();
     if (v != "none" && v != "minimal" && v != "low" && v != "medium" && v != "high")
       throw RequestError("'reasoning_effort' must be one of none, minimal, low, medium, high", "reasoning_effort");
+    r.enable_thinking = !(v == "none" || v == "minimal");
   }
-  if (const json* kw = field(j, "chat_template_kwargs"))
+  if (const json* kw = field(j, "chat_template_kwargs")) {
     if (!kw->is_object()) throw RequestError("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+    if (const json* et = field(*kw, "enable_thinking")) {
+      if (!et->is_boolean())
+        throw RequestError("'chat_template_kwargs.enable_thinking' must be a boolean", "chat_template_kwargs.enable_thinking");
+      r.enable_thinking = et->get<bool>();
+    }
+  }
   return r;
 }
 
@@ -214,6 +221,13 @@ ChatRequest parse_anthropic(const json& j) {
   }
   sampling(j, r.gen, false);
   r.gen.stop = stops(j, "stop_sequences");
+  if (const json* th = field(j, "thinking")) {
+    if (!th->is_object() || !th->contains("type") || !(*th)["type"].is_string())
+      throw RequestError("'thinking' must be an object with a string 'type'", "thinking");
+    const std::string type = (*th)["type"].get<std::string>();
+    if (type != "enabled" && type != "disabled") throw RequestError("'thinking.type' must be enabled or disabled", "thinking.type");
+    r.enable_thinking = type == "enabled";
+  }
   return r;
 }
 

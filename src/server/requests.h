@@ -34,6 +34,10 @@ struct ChatRequest {
   std::vector<tok::Message> messages;
   GenSettings gen;
   std::string model;
+  // Thinking on or off for templates that can switch it (reasoning_effort none/minimal = off,
+  // low/medium/high = on; chat_template_kwargs.enable_thinking, or Anthropic's thinking.type,
+  // decide when given). Unset: the template's default (on).
+  std::optional<bool> enable_thinking;
 };
 ChatRequest parse_chat(const nlohmann::json& j);       // /v1/chat/completions
 

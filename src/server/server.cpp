@@ -183,9 +183,10 @@ struct Server::Impl {
         });
   }
 
-  std::vector<int32_t> chat_prompt(const std::vector<tok::Message>& msgs) {
+  std::vector<int32_t> chat_prompt(const ChatRequest& cr) {
     try {
-      return tk->encode(tok::apply_chat_template(chat.format, msgs, true), true, true);
+      tok::ThinkingControl think{chat.thinking, cr.enable_thinking.value_or(true)};
+      return tk->encode(tok::apply_chat_template(chat.format, cr.messages, true, think), true, true);
     } catch (const Error& e) {
       throw RequestError(e.what(), "messages");
     }
@@ -193,14 +194,22 @@ struct Server::Impl {
 
   void chat_completions(const httplib::Request& req, httplib::Response& res) {
     ChatRequest cr = parse_chat(parse_body(req.body));
-    engine::GenRequest r = make_request(chat_prompt(cr.messages), cr.gen);
+    engine::GenRequest r = make_request(chat_prompt(cr), cr.gen);
     if (!submit(r, res)) return;
     const std::string id = new_id("chatcmpl"), model_name = cr.model.empty() ? opt.model_name : cr.model;
     const int64_t created = unix_now();
     const bool want_lp = cr.gen.top_logprobs >= 0;
     if (!cr.gen.stream) {
+      const bool split = chat.thinking;
       respond_when_done(res, r.out, "server_error", [=, this](const Answer& a) {
-        json choice = {{"index", 0}, {"message", {{"role", "assistant"}, {"content", a.text}}}, {"finish_reason", a.finish}};
+        json message = {{"role", "assistant"}, {"content", a.text}};
+        if (split) {  // thinking apart from the answer, as reasoning_content
+          tok::ReasoningSplitter sp;
+          auto p1 = sp.push(a.text), p2 = sp.finish();
+          message["content"] = p1.content + p2.content;
+          if (!(p1.reasoning + p2.reasoning).empty()) message["reasoning_content"] = p1.reasoning + p2.reasoning;
+        }
+        json choice = {{"index", 0}, {"message", message}, {"finish_reason", a.finish}};
         if (want_lp) {
           json content = json::array();
           for (const auto& t : a.tokens) content.push_back(logprob_entry(t));
@@ -216,10 +225,11 @@ struct Server::Impl {
     auto out = r.out;
     const bool usage = cr.gen.include_usage;
     auto state = std::make_shared<int>(0);  // 0: role chunk pending, 1: streaming, 2: finished
+    auto splitter = chat.thinking ? std::make_shared<tok::ReasoningSplitter>() : nullptr;
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [out, id, model_name, created, usage, want_lp, state, this](size_t, httplib::DataSink& sink) {
+        [out, id, model_name, created, usage, want_lp, state, splitter, this](size_t, httplib::DataSink& sink) {
           auto chunk = [&](json delta, json finish, json lp = nullptr) {
             json c = {{"index", 0}, {"delta", std::move(delta)}, {"finish_reason", std::move(finish)}};
             if (want_lp) c["logprobs"] = std::move(lp);
@@ -240,8 +250,19 @@ struct Server::Impl {
             sink.done();
             return true;
           }
+          // A delta carries the answer as content and the thinking as reasoning_content.
+          auto delta = [&](const tok::ReasoningSplitter::Parts& p) {
+            json d = json::object();
+            if (!p.reasoning.empty()) d["reasoning_content"] = p.reasoning;
+            if (!p.content.empty()) d["content"] = p.content;
+            return d;
+          };
           if (e->kind == engine::TokenEvent::Done) {
-            s = sse(chunk(json::object(), e->finish_reason));
+            if (splitter) {
+              json d = delta(splitter->finish());
+              if (!d.empty()) s += sse(chunk(d, nullptr));
+            }
+            s += sse(chunk(json::object(), e->finish_reason));
             if (usage)
               s += sse({{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model_name},
                         {"choices", json::array()}, {"usage", usage_json(e->prompt_tokens, e->completion_tokens)}});
@@ -253,8 +274,12 @@ struct Server::Impl {
           }
           json lp = nullptr;
           if (want_lp && e->token >= 0) lp = {{"content", json::array({logprob_entry(*e)})}};
-          if (e->text.empty() && lp.is_null()) return true;
-          s = sse(chunk({{"content", e->text}}, nullptr, lp));
+          json d = splitter ? delta(splitter->push(e->text)) : json{{"content", e->text}};
+          if (e->text.empty() || d.empty()) {
+            if (lp.is_null()) return true;
+            d["content"] = "";
+          }
+          s = sse(chunk(d, nullptr, lp));
           return sink.write(s.data(), s.size());
         },
         [out, state](bool success) {
@@ -331,17 +356,28 @@ struct Server::Impl {
 
   void messages(const httplib::Request& req, httplib::Response& res) {
     ChatRequest cr = parse_anthropic(parse_body(req.body));
-    engine::GenRequest r = make_request(chat_prompt(cr.messages), cr.gen);
+    engine::GenRequest r = make_request(chat_prompt(cr), cr.gen);
     if (!submit(r, res)) return;
     const std::string id = new_id("msg"), model_name = cr.model.empty() ? opt.model_name : cr.model;
     auto reason = [](const std::string& f, bool stop_seq) {
       return f == "length" ? "max_tokens" : (stop_seq ? "stop_sequence" : "end_turn");
     };
     if (!cr.gen.stream) {
+      const bool split = chat.thinking;
       respond_when_done(res, r.out, "api_error", [=](const Answer& a) {
         const bool stop_seq = !a.stop_sequence.empty();
+        json content = json::array();
+        std::string text = a.text;
+        if (split) {  // the thinking goes into a thinking block before the text
+          tok::ReasoningSplitter sp;
+          auto p1 = sp.push(a.text), p2 = sp.finish();
+          text = p1.content + p2.content;
+          if (!(p1.reasoning + p2.reasoning).empty())
+            content.push_back({{"type", "thinking"}, {"thinking", p1.reasoning + p2.reasoning}, {"signature", ""}});
+        }
+        content.push_back({{"type", "text"}, {"text", text}});
         return json{{"id", id}, {"type", "message"}, {"role", "assistant"}, {"model", model_name},
-                    {"content", json::array({{{"type", "text"}, {"text", a.text}}})},
+                    {"content", content},
                     {"stop_reason", reason(a.finish, stop_seq)},
                     {"stop_sequence", stop_seq ? json(a.stop_sequence) : json(nullptr)},
                     {"usage", {{"input_tokens", a.prompt_tokens}, {"output_tokens", a.completion_tokens}}}};
@@ -349,20 +385,51 @@ struct Server::Impl {
       return;
     }
     auto out = r.out;
-    auto state = std::make_shared<int>(0);
     const int prompt_tokens = static_cast<int>(r.prompt.size());
+    // Content blocks open as the text arrives: a thinking block (models that think) and then the
+    // text block, each with its own index.
+    struct Stream {
+      int state = 0;  // 0: message_start pending, 1: streaming, 2: finished
+      int index = -1;
+      std::string open;  // type of the open block, "" when none
+      std::unique_ptr<tok::ReasoningSplitter> splitter;
+    };
+    auto st = std::make_shared<Stream>();
+    if (chat.thinking) st->splitter = std::make_unique<tok::ReasoningSplitter>();
     res.set_chunked_content_provider(
         "text/event-stream",
-        [out, id, model_name, state, prompt_tokens, reason](size_t, httplib::DataSink& sink) {
+        [out, id, model_name, st, prompt_tokens, reason](size_t, httplib::DataSink& sink) {
           std::string s;
-          if (*state == 0) {
-            *state = 1;
+          auto block = [&](const std::string& type, const std::string& text) {
+            if (text.empty()) return;
+            if (st->open != type) {
+              if (!st->open.empty()) s += sse_event("content_block_stop", {{"type", "content_block_stop"}, {"index", st->index}});
+              st->open = type;
+              ++st->index;
+              json cb = type == "thinking" ? json{{"type", "thinking"}, {"thinking", ""}, {"signature", ""}}
+                                           : json{{"type", "text"}, {"text", ""}};
+              s += sse_event("content_block_start", {{"type", "content_block_start"}, {"index", st->index}, {"content_block", cb}});
+            }
+            json d = type == "thinking" ? json{{"type", "thinking_delta"}, {"thinking", text}}
+                                        : json{{"type", "text_delta"}, {"text", text}};
+            s += sse_event("content_block_delta", {{"type", "content_block_delta"}, {"index", st->index}, {"delta", d}});
+          };
+          auto parts = [&](const tok::ReasoningSplitter::Parts& p) {
+            block("thinking", p.reasoning);
+            block("text", p.content);
+          };
+          if (st->state == 0) {
+            st->state = 1;
             s = sse_event("message_start", {{"type", "message_start"},
                                             {"message", {{"id", id}, {"type", "message"}, {"role", "assistant"}, {"model", model_name},
                                                          {"content", json::array()}, {"stop_reason", nullptr}, {"stop_sequence", nullptr},
-                                                         {"usage", {{"input_tokens", prompt_tokens}, {"output_tokens", 0}}}}}}) +
-                sse_event("content_block_start", {{"type", "content_block_start"}, {"index", 0},
-                                                  {"content_block", {{"type", "text"}, {"text", ""}}}});
+                                                         {"usage", {{"input_tokens", prompt_tokens}, {"output_tokens", 0}}}}}});
+            if (!st->splitter) {  // plain models: the text block opens at once
+              st->open = "text";
+              st->index = 0;
+              s += sse_event("content_block_start", {{"type", "content_block_start"}, {"index", 0},
+                                                     {"content_block", {{"type", "text"}, {"text", ""}}}});
+            }
             return sink.write(s.data(), s.size());
           }
           auto e = out->pop(200);
@@ -374,24 +441,32 @@ struct Server::Impl {
             return true;
           }
           if (e->kind == engine::TokenEvent::Done) {
-            s = sse_event("content_block_stop", {{"type", "content_block_stop"}, {"index", 0}}) +
-                sse_event("message_delta", {{"type", "message_delta"},
-                                            {"delta", {{"stop_reason", reason(e->finish_reason, !e->stop_sequence.empty())},
-                                                       {"stop_sequence", e->stop_sequence.empty() ? json(nullptr) : json(e->stop_sequence)}}},
-                                            {"usage", {{"output_tokens", e->completion_tokens}}}}) +
-                sse_event("message_stop", {{"type", "message_stop"}});
-            *state = 2;
+            if (st->splitter) parts(st->splitter->finish());
+            if (st->open.empty()) {  // nothing was generated: an empty text block
+              st->open = "text";
+              ++st->index;
+              s += sse_event("content_block_start", {{"type", "content_block_start"}, {"index", st->index},
+                                                     {"content_block", {{"type", "text"}, {"text", ""}}}});
+            }
+            s += sse_event("content_block_stop", {{"type", "content_block_stop"}, {"index", st->index}}) +
+                 sse_event("message_delta", {{"type", "message_delta"},
+                                             {"delta", {{"stop_reason", reason(e->finish_reason, !e->stop_sequence.empty())},
+                                                        {"stop_sequence", e->stop_sequence.empty() ? json(nullptr) : json(e->stop_sequence)}}},
+                                             {"usage", {{"output_tokens", e->completion_tokens}}}}) +
+                 sse_event("message_stop", {{"type", "message_stop"}});
+            st->state = 2;
             bool ok = sink.write(s.data(), s.size());
             sink.done();
             return ok;
           }
           if (e->text.empty()) return true;
-          s = sse_event("content_block_delta", {{"type", "content_block_delta"}, {"index", 0},
-                                                {"delta", {{"type", "text_delta"}, {"text", e->text}}}});
+          if (st->splitter) parts(st->splitter->push(e->text));
+          else block("text", e->text);
+          if (s.empty()) return true;
           return sink.write(s.data(), s.size());
         },
-        [out, state](bool success) {
-          if (!success || *state != 2) out->cancel();
+        [out, st](bool success) {
+          if (!success || st->state != 2) out->cancel();
         });
   }
 
