@@ -205,3 +205,20 @@ TEST(Cli, SynthThenQuantizeGivesARunnableModel) {
   std::remove(f32.c_str());
   std::remove(q.c_str());
 }
+
+TEST(Cli, KvMatrixHasOneRowPerConfigurationAndContext) {
+  auto r = run("kv-matrix -m " + test::model_path("tiny-llama-F16") + " --kv k8v4 --kv-resident 32 --ctx 256,300 -n 24 --depths 50 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto rows = nlohmann::json::parse(r.out);
+  ASSERT_EQ(rows.size(), 6u);  // (f32, k8v4, k8v4/res32) x 2 contexts
+  for (const auto& row : rows) {
+    for (const char* k : {"kv", "ctx", "needles_passed", "needles", "factual_tokens", "long_tokens", "long_degenerate",
+                          "identical_to_unstreamed", "mean_kl"})
+      EXPECT_TRUE(row.contains(k)) << k;
+    EXPECT_EQ(row["needles"], 1);
+  }
+  EXPECT_EQ(rows[2]["kv"], "k8v4/res32");
+  EXPECT_EQ(rows[2]["identical_to_unstreamed"], "yes");
+  EXPECT_GT(rows[1]["mean_kl"].get<double>(), 0.0);
+  EXPECT_EQ(rows[3]["ctx"], 300);
+}

@@ -40,19 +40,12 @@ void log_softmax(const float* x, int n, std::vector<double>& out) {
   for (int i = 0; i < n; ++i) out[i] = x[i] - lse;
 }
 
-void run_compare(const CompareOptions& o) {
-  std::ifstream in(o.file, std::ios::binary);
-  if (!in) throw Error("cannot read " + o.file);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto m = model::Model::load(o.model);
-  auto tk = tok::Tokenizer::from_gguf(m->file());
-  auto ids = tk->encode(ss.str(), true, false);
-  if (static_cast<int>(ids.size()) > o.ctx) ids.resize(o.ctx);
-  if (ids.size() < 2) throw Error(o.file + " gives fewer than 2 tokens");
-  const int V = m->hparams().n_vocab, N = static_cast<int>(ids.size());
-  auto variants = kv_variants(o.kv, o.resident);
-  const auto& hp = m->hparams();
+}  // namespace
+
+nlohmann::json kl_rows(const model::Model& m, const std::vector<int32_t>& ids, const std::vector<KvVariant>& variants,
+                       int threads, int chunk, double& ref_ppl) {
+  const int V = m.hparams().n_vocab, N = static_cast<int>(ids.size());
+  const auto& hp = m.hparams();
   for (const auto& v : variants) {
     std::string why = kv::format_unsupported_reason(v.format, hp.head_dim_k, hp.head_dim_v);
     if (!why.empty()) throw Error(why);
@@ -60,11 +53,11 @@ void run_compare(const CompareOptions& o) {
   auto make = [&](kv::Format f, int resident) {
     engine::SessionOptions so;
     so.n_ctx = N;
-    so.n_threads = o.threads;
-    so.n_batch = o.chunk;
+    so.n_threads = threads;
+    so.n_batch = chunk;
     so.kv_format = f;
     so.kv_resident = resident;
-    return std::make_unique<engine::Session>(*m, so);
+    return std::make_unique<engine::Session>(m, so);
   };
   auto ref = make(kv::Format::F32, 0);
   std::vector<std::unique_ptr<engine::Session>> sessions;
@@ -73,12 +66,12 @@ void run_compare(const CompareOptions& o) {
   Acc ref_acc;
   std::vector<double> lp, lq;
   std::vector<std::vector<float>> unstreamed(variants.size());
-  for (int b = 0; b < N; b += o.chunk) {
-    std::vector<int32_t> chunk(ids.begin() + b, ids.begin() + std::min(N, b + o.chunk));
-    const int n = static_cast<int>(chunk.size());
-    auto rl = ref->eval(chunk, true);
+  for (int b = 0; b < N; b += chunk) {
+    std::vector<int32_t> piece(ids.begin() + b, ids.begin() + std::min(N, b + chunk));
+    const int n = static_cast<int>(piece.size());
+    auto rl = ref->eval(piece, true);
     for (size_t vi = 0; vi < variants.size(); ++vi) {
-      auto tl = sessions[vi]->eval(chunk, true);
+      auto tl = sessions[vi]->eval(piece, true);
       if (variants[vi].resident == 0) unstreamed[vi] = tl;
       for (int t = 0; t < n; ++t) {
         const float* r = rl.data() + static_cast<size_t>(t) * V;
@@ -115,8 +108,7 @@ void run_compare(const CompareOptions& o) {
       }
     }
   }
-  const double ref_ppl = std::exp(ref_acc.nll / std::max(1, ref_acc.n_nll));
-  const double f32_bytes = 4.0 * (hp.head_dim_k + hp.head_dim_v) * hp.n_head_kv * hp.n_layer;
+  ref_ppl = std::exp(ref_acc.nll / std::max(1, ref_acc.n_nll));
   nlohmann::json rows = nlohmann::json::array();
   for (size_t vi = 0; vi < variants.size(); ++vi) {
     auto& a = acc[vi];
@@ -127,7 +119,7 @@ void run_compare(const CompareOptions& o) {
     mean /= std::max<size_t>(1, a.kl.size());
     double p99 = sorted.empty() ? 0 : sorted[std::min(sorted.size() - 1, static_cast<size_t>(0.99 * sorted.size()))];
     double ppl = std::exp(a.nll / std::max(1, a.n_nll));
-    kv::KvStore probe(m->kv_config(16, variants[vi].format));
+    kv::KvStore probe(m.kv_config(16, variants[vi].format));
     nlohmann::json row = {{"kv", variants[vi].label()},
                           {"format", kv::format_name(variants[vi].format)},
                           {"resident", variants[vi].resident},
@@ -140,6 +132,26 @@ void run_compare(const CompareOptions& o) {
     if (variants[vi].resident > 0) row["identical_to_unstreamed"] = a.identical;
     rows.push_back(row);
   }
+  return rows;
+}
+
+namespace {
+void run_compare(const CompareOptions& o) {
+  std::ifstream in(o.file, std::ios::binary);
+  if (!in) throw Error("cannot read " + o.file);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto m = model::Model::load(o.model);
+  auto tk = tok::Tokenizer::from_gguf(m->file());
+  auto ids = tk->encode(ss.str(), true, false);
+  if (static_cast<int>(ids.size()) > o.ctx) ids.resize(o.ctx);
+  if (ids.size() < 2) throw Error(o.file + " gives fewer than 2 tokens");
+  const int N = static_cast<int>(ids.size());
+  const auto& hp = m->hparams();
+  auto variants = kv_variants(o.kv, o.resident);
+  double ref_ppl = 0;
+  nlohmann::json rows = kl_rows(*m, ids, variants, o.threads, o.chunk, ref_ppl);
+  const double f32_bytes = 4.0 * (hp.head_dim_k + hp.head_dim_v) * hp.n_head_kv * hp.n_layer;
   if (o.json) {
     nlohmann::json j = {{"model", o.model}, {"file", o.file}, {"tokens", N}, {"reference_kv", "f32"},
                         {"reference_perplexity", ref_ppl}, {"reference_kv_bytes_per_token", f32_bytes}, {"results", rows}};

@@ -13,9 +13,6 @@ namespace strata::cli {
 
 namespace {
 
-// A run of one n-gram repeated this many times back to back counts as degenerate.
-constexpr int kDegenerateRun = 8;
-
 struct ProbeOptions {
   std::string model, kv = "f16,int8,q4_0,k8v4";
   int resident = 0, threads = 0, ctx = 1024, max_tokens = 400;
@@ -39,28 +36,37 @@ const Probe kProbes[] = {
     {"json_list", "Give a JSON list of three fruit names, nothing else.", "A JSON list of three fruit names: [", 64, true},
 };
 
-struct Result {
-  std::vector<int32_t> ids;
-  std::string text;
-  bool stopped = false;
-  int run = 0;
-  double ratio = 1;
-  bool degenerate() const { return run >= kDegenerateRun; }
-};
+const Probe& find_probe(const std::string& name) {
+  for (const Probe& p : kProbes)
+    if (name == p.name) return p;
+  throw Error("no probe named '" + name + "'");
+}
+}  // namespace
 
-Result run_probe(const model::Model& m, const tok::Tokenizer& tk, const std::vector<int32_t>& prompt, const Probe& p,
-                 const KvVariant& v, const ProbeOptions& o) {
+std::vector<std::string> probe_names() {
+  std::vector<std::string> n;
+  for (const Probe& p : kProbes) n.push_back(p.name);
+  return n;
+}
+
+ProbeOutcome run_probe(const model::Model& m, const tok::Tokenizer& tk, const std::string& name, const KvVariant& v,
+                       int ctx, int threads, int max_tokens) {
+  const Probe& p = find_probe(name);
+  auto ct = tok::detect_chat_template(tk.chat_template(), m.hparams().arch);
+  const bool chat = tk.chat_template().has_value() && ct.recognised;
+  std::string text = chat ? tok::apply_chat_template(ct.format, {{"user", p.chat}}, true) : p.completion;
+  auto prompt = tk.encode(text, true, chat);
   engine::SessionOptions so;
-  so.n_ctx = o.ctx;
-  so.n_threads = o.threads;
+  so.n_ctx = ctx;
+  so.n_threads = threads;
   so.kv_format = v.format;
   so.kv_resident = v.resident;
   engine::Session s(m, so);
   engine::SamplerParams sp;
   sp.temperature = 0;
   engine::Sampler sampler(sp);
-  Result r;
-  const int limit = std::min(p.max_tokens, o.max_tokens);
+  ProbeOutcome r;
+  const int limit = std::min(p.max_tokens, max_tokens);
   auto st = s.generate(prompt, limit, sampler, [&](int32_t t) {
     r.ids.push_back(t);
     r.text += tk.piece(t);
@@ -79,6 +85,7 @@ Result run_probe(const model::Model& m, const tok::Tokenizer& tk, const std::vec
   return r;
 }
 
+namespace {
 void run_probes(const ProbeOptions& o) {
   auto m = model::Model::load(o.model);
   auto tk = tok::Tokenizer::from_gguf(m->file());
@@ -86,22 +93,19 @@ void run_probes(const ProbeOptions& o) {
   variants.insert(variants.begin(), KvVariant{kv::Format::F32, 0});  // the reference
   const bool chat = tk->chat_template().has_value() &&
                     tok::detect_chat_template(tk->chat_template(), m->hparams().arch).recognised;
-  auto ct = tok::detect_chat_template(tk->chat_template(), m->hparams().arch);
   nlohmann::json out = nlohmann::json::array();
   bool failed = false;
   if (!o.json)
     std::printf("%s, %s prompts; degenerate = an n-gram (n <= 8) repeated %d+ times in a row\n\n", o.model.c_str(),
                 chat ? "chat" : "plain-text", kDegenerateRun);
   for (const Probe& p : kProbes) {
-    std::string text = chat ? tok::apply_chat_template(ct.format, {{"user", p.chat}}, true) : p.completion;
-    auto prompt = tk->encode(text, true, chat);
-    std::vector<Result> results;
+    std::vector<ProbeOutcome> results;
     if (!o.json) {
       std::printf("probe %s\n| kv            | tokens | stopped | longest repeat | compression | degenerate | identical to unstreamed |\n", p.name);
       std::printf("|---------------|--------|---------|----------------|-------------|------------|-------------------------|\n");
     }
     for (size_t vi = 0; vi < variants.size(); ++vi) {
-      Result r = run_probe(*m, *tk, prompt, p, variants[vi], o);
+      ProbeOutcome r = run_probe(*m, *tk, p.name, variants[vi], o.ctx, o.threads, o.max_tokens);
       std::string identical = "-";
       if (variants[vi].resident > 0) {
         identical = "NO";

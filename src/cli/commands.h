@@ -18,6 +18,7 @@ void add_needle(CLI::App& app);
 void add_serve(CLI::App& app);
 void add_quantize(CLI::App& app);
 void add_synth(CLI::App& app);
+void add_kv_matrix(CLI::App& app);
 
 // The KV cache options shared by run, logits and bench.
 struct KvOptions {

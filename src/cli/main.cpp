@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   strata::cli::add_kv_compare(app);
   strata::cli::add_probe(app);
   strata::cli::add_needle(app);
+  strata::cli::add_kv_matrix(app);
   strata::cli::add_serve(app);
   strata::cli::add_quantize(app);
   strata::cli::add_synth(app);
