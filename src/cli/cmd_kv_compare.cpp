@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "backend/thread_pool.h"
 #include "cli/commands.h"
 #include "cli/kv_tools.h"
 #include "common.h"
@@ -31,15 +32,12 @@ struct Acc {
   bool identical = true;  // streamed variants: logits bit-identical to the unstreamed twin
 };
 
-// log-softmax of a row, in double.
-void log_softmax(const float* x, int n, std::vector<double>& out) {
-  out.resize(n);
+// log(sum(exp(x))) of a row, in double.
+double log_sum_exp(const float* x, int n) {
   double mx = *std::max_element(x, x + n), s = 0;
   for (int i = 0; i < n; ++i) s += std::exp(x[i] - mx);
-  double lse = mx + std::log(s);
-  for (int i = 0; i < n; ++i) out[i] = x[i] - lse;
+  return mx + std::log(s);
 }
-
 }  // namespace
 
 nlohmann::json kl_rows(const model::Model& m, const std::vector<int32_t>& ids, const std::vector<KvVariant>& variants,
@@ -64,33 +62,49 @@ nlohmann::json kl_rows(const model::Model& m, const std::vector<int32_t>& ids, c
   for (const auto& v : variants) sessions.push_back(make(v.format, v.resident));
   std::vector<Acc> acc(variants.size());
   Acc ref_acc;
-  std::vector<double> lp, lq;
   std::vector<std::vector<float>> unstreamed(variants.size());
+  // Per-position statistics are independent: spread them over threads (large vocabularies make
+  // this the expensive part), then add them up in position order.
+  ThreadPool pool(threads > 0 ? threads : ThreadPool::default_threads());
   for (int b = 0; b < N; b += chunk) {
     std::vector<int32_t> piece(ids.begin() + b, ids.begin() + std::min(N, b + chunk));
     const int n = static_cast<int>(piece.size());
     auto rl = ref->eval(piece, true);
+    std::vector<double> ref_lse(n);
+    pool.parallel_for(n, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) ref_lse[t] = log_sum_exp(rl.data() + static_cast<size_t>(t) * V, V);
+    });
+    for (int t = 0; t < n && b + t + 1 < N; ++t) {
+      ref_acc.nll -= rl[static_cast<size_t>(t) * V + ids[b + t + 1]] - ref_lse[t];
+      ++ref_acc.n_nll;
+    }
     for (size_t vi = 0; vi < variants.size(); ++vi) {
       auto tl = sessions[vi]->eval(piece, true);
       if (variants[vi].resident == 0) unstreamed[vi] = tl;
-      for (int t = 0; t < n; ++t) {
-        const float* r = rl.data() + static_cast<size_t>(t) * V;
-        const float* q = tl.data() + static_cast<size_t>(t) * V;
-        log_softmax(r, V, lp);
-        log_softmax(q, V, lq);
-        double kl = 0;
-        for (int i = 0; i < V; ++i) kl += std::exp(lp[i]) * (lp[i] - lq[i]);
-        acc[vi].kl.push_back(std::max(0.0, kl));
-        acc[vi].top1 += std::max_element(r, r + V) - r == std::max_element(q, q + V) - q;
-        ++acc[vi].n;
-        int pos = b + t;
-        if (pos + 1 < N) {
-          acc[vi].nll -= lq[ids[pos + 1]];
-          ++acc[vi].n_nll;
-          if (vi == 0) {
-            ref_acc.nll -= lp[ids[pos + 1]];
-            ++ref_acc.n_nll;
+      std::vector<double> kl(n), nll(n);
+      std::vector<char> same_top(n);
+      pool.parallel_for(n, 1, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+          const float* r = rl.data() + static_cast<size_t>(t) * V;
+          const float* q = tl.data() + static_cast<size_t>(t) * V;
+          const double lr = ref_lse[t], lq = log_sum_exp(q, V);
+          double k = 0;
+          for (int i = 0; i < V; ++i) {
+            const double pr = r[i] - lr, pq = q[i] - lq;
+            k += std::exp(pr) * (pr - pq);
           }
+          kl[t] = std::max(0.0, k);
+          same_top[t] = std::max_element(r, r + V) - r == std::max_element(q, q + V) - q;
+          if (b + t + 1 < N) nll[t] = -(q[ids[b + t + 1]] - lq);
+        }
+      });
+      for (int t = 0; t < n; ++t) {
+        acc[vi].kl.push_back(kl[t]);
+        acc[vi].top1 += same_top[t];
+        ++acc[vi].n;
+        if (b + t + 1 < N) {
+          acc[vi].nll += nll[t];
+          ++acc[vi].n_nll;
         }
       }
       if (variants[vi].resident > 0) {
@@ -98,13 +112,6 @@ nlohmann::json kl_rows(const model::Model& m, const std::vector<int32_t>& ids, c
         for (size_t u = 0; u < variants.size(); ++u)
           if (variants[u].resident == 0 && variants[u].format == variants[vi].format)
             acc[vi].identical &= std::memcmp(unstreamed[u].data(), tl.data(), tl.size() * 4) == 0;
-      }
-    }
-    if (variants.empty()) {  // reference only
-      for (int t = 0; t + b + 1 < N && t < n; ++t) {
-        log_softmax(rl.data() + static_cast<size_t>(t) * V, V, lp);
-        ref_acc.nll -= lp[ids[b + t + 1]];
-        ++ref_acc.n_nll;
       }
     }
   }
