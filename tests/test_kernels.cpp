@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <random>
 
 #include "backend/thread_pool.h"
@@ -90,9 +92,18 @@ const GgmlType kIntFormats[] = {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_0, 
 
 class IntKernelParity : public ::testing::TestWithParam<GgmlType> {};
 
+// Every SIMD table this CPU can run (AVX2, and AVX-512 VNNI where present).
+std::vector<const KernelTable*> simd_tables() {
+  std::vector<const KernelTable*> v;
+  for (const KernelTable* k : {avx2_kernels(), avx512_kernels()})
+    if (k) v.push_back(k);
+  return v;
+}
+
 TEST_P(IntKernelParity, IntegerDotOnQuantizedActivationsMatchesReference) {
-  const KernelTable* simd = avx2_kernels();
-  if (!simd) GTEST_SKIP() << "CPU has no AVX2";
+  if (simd_tables().empty()) GTEST_SKIP() << "CPU has no AVX2";
+  for (const KernelTable* simd : simd_tables()) {
+  SCOPED_TRACE(simd->isa);
   const GgmlType t = GetParam();
   const QDotFn dq = simd->dotq[static_cast<int>(t)];
   ASSERT_NE(dq, nullptr) << type_name(t) << " lost its integer kernel";
@@ -114,17 +125,19 @@ TEST_P(IntKernelParity, IntegerDotOnQuantizedActivationsMatchesReference) {
           << type_name(t) << " n=" << n;
     }
   }
+  }
 }
 
 // Several activation rows per weight row must give exactly the single-row results.
 TEST_P(IntKernelParity, MultiRowKernelIsBitIdenticalToSingleRow) {
-  const KernelTable* simd = avx2_kernels();
-  if (!simd) GTEST_SKIP() << "CPU has no AVX2";
+  if (simd_tables().empty()) GTEST_SKIP() << "CPU has no AVX2";
+  for (const KernelTable* simd : simd_tables()) {
+  SCOPED_TRACE(simd->isa);
   const GgmlType t = GetParam();
   const QDotMultiFn dm = simd->dotq_multi[static_cast<int>(t)];
-  if (!dm) return;  // this format has no multi-row kernel; matmul uses the single-row one
+  if (!dm) continue;  // this format has no multi-row kernel; matmul uses the single-row one
   const GgmlType at = activation_type(t);
-  const int n = 256;
+  const int n = type_info(at).block_size == 32 ? 288 : 256;  // 9 blocks: covers an odd last block
   const size_t stride = row_bytes(at, n);
   auto row = random_row(t, n, 42, false);
   std::vector<uint8_t> xq(stride * 4);
@@ -140,6 +153,7 @@ TEST_P(IntKernelParity, MultiRowKernelIsBitIdenticalToSingleRow) {
       EXPECT_EQ(0, std::memcmp(&out[r], &single, 4)) << type_name(t) << " ntok " << ntok << " row " << r;
     }
   }
+}
 }
 
 TEST(Quant, Q8ActivationQuantizerMatchesGgmlRounding) {
@@ -259,3 +273,12 @@ TEST(Ops, RmsNormAndSoftmax) {
 }
 
 }  // namespace
+
+TEST(Kernels, DispatchPicksTheBestTableForThisCpu) {
+  const char* want = std::getenv("STRATA_ISA");
+  if (want) GTEST_SKIP() << "STRATA_ISA is set";
+  const char* expected = avx512_kernels() ? "avx512vnni" : (avx2_kernels() ? "avx2" : "scalar");
+  EXPECT_STREQ(kernels().isa, expected);
+  std::printf("  tables: avx2 %s, avx512vnni %s; in use: %s\n", avx2_kernels() ? "yes" : "no", avx512_kernels() ? "yes" : "no",
+              kernels().isa);
+}

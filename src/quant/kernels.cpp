@@ -51,10 +51,26 @@ const KernelTable* avx2_kernels() {
   return t;
 }
 
+const KernelTable* avx512_kernels() {
+  static const KernelTable* t = []() -> const KernelTable* {
+    if (!avx2_kernels()) return nullptr;
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512vl") ||
+        !__builtin_cpu_supports("avx512vnni"))
+      return nullptr;
+    static KernelTable k = *avx2_kernels();
+    fill_avx512_kernels(k);
+    return &k;
+  }();
+  return t;
+}
+
 const KernelTable& kernels() {
   static const KernelTable* t = [] {
     const char* want = std::getenv("STRATA_ISA");
     if (want && std::strcmp(want, "scalar") == 0) return &scalar_kernels();
+    const bool avx2_only = want && std::strcmp(want, "avx2") == 0;
+    if (const KernelTable* a = avx512_kernels(); a && !avx2_only) return a;
     if (const KernelTable* a = avx2_kernels()) return a;
     return &scalar_kernels();
   }();

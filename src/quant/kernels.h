@@ -35,10 +35,13 @@ struct KernelTable {
 
 const KernelTable& scalar_kernels();
 const KernelTable* avx2_kernels();  // nullptr when the CPU lacks AVX2/FMA/F16C
-// The table the engine uses: best for this CPU, or the one named by STRATA_ISA=scalar|avx2.
+// AVX2 table with AVX-512 VNNI kernels where written; nullptr without AVX-512 F/BW/VL + VNNI.
+const KernelTable* avx512_kernels();
+// The table the engine uses: best for this CPU, or the one named by STRATA_ISA=scalar|avx2|avx512.
 const KernelTable& kernels();
 
 void fill_scalar_kernels(KernelTable& t);
-void fill_avx2_kernels(KernelTable& t);  // defined in the AVX2 file
+void fill_avx2_kernels(KernelTable& t);    // defined in the AVX2 file
+void fill_avx512_kernels(KernelTable& t);  // defined in the AVX-512 file (on top of the AVX2 table)
 
 }  // namespace strata
