@@ -805,6 +805,21 @@ struct ChunkQ2_K {
   }
 };
 
+// One 32-value chunk as unsigned magnitudes and a sign source: the grid formats give them
+// directly; the others give signed codes q, whose magnitudes are |q| and whose signs are q's.
+template <typename F>
+inline void magnitudes_and_signs(const typename F::Block& b, int c, const iq::Tables& t, __m256i& a, __m256i& s) {
+  if constexpr (requires { F::codes(b, c, t); }) {
+    s = F::codes(b, c, t);
+    a = _mm256_sign_epi8(s, s);
+  } else {
+    F::chunk(b, c, t, a, s);
+  }
+}
+
+// The driver of every 256-value format with one integer sub-scale per 16 values (the i-quants,
+// TQ2_0, Q2_K, Q3_K): per chunk, maddubs(magnitudes, activations signed by the sign source), then
+// madd with the sub-scales; one float multiply per block and activation row.
 template <typename F, int NT>
 void dotq_codes_n(int n, const typename F::Block* b, const uint8_t* xq, size_t stride, float* out) {
   const iq::Tables& tab = iq::tables();
@@ -817,12 +832,12 @@ void dotq_codes_n(int n, const typename F::Block* b, const uint8_t* xq, size_t s
     __m256i sum[NT];
     for (int t = 0; t < NT; ++t) sum[t] = _mm256_setzero_si256();
     for (int c = 0; c < 8; ++c) {
-      const __m256i q = F::codes(b[i], c, tab);
-      const __m256i aq = _mm256_sign_epi8(q, q);
+      __m256i a, s;
+      magnitudes_and_signs<F>(b[i], c, tab, a, s);
       const __m256i sc = scale_pair(scales, c);
       for (int t = 0; t < NT; ++t) {
         const BlockQ8_K& y = reinterpret_cast<const BlockQ8_K*>(xq + t * stride)[i];
-        const __m256i p = _mm256_maddubs_epi16(aq, _mm256_sign_epi8(load32(y.qs + 32 * c), q));
+        const __m256i p = _mm256_maddubs_epi16(a, _mm256_sign_epi8(load32(y.qs + 32 * c), s));
         sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(p, sc));
       }
     }
@@ -850,52 +865,6 @@ void dotq_codes_multi(int n, const void* w, const uint8_t* xq, size_t stride, in
     case 2: dotq_codes_n<F, 2>(n, b, xq, stride, out); break;
     case 3: dotq_codes_n<F, 3>(n, b, xq, stride, out); break;
     default: dotq_codes_n<F, 4>(n, b, xq, stride, out); break;
-  }
-}
-
-template <typename F, int NT>
-void dotq_grid_n(int n, const typename F::Block* b, const uint8_t* xq, size_t stride, float* out) {
-  const iq::Tables& tab = iq::tables();
-  __m256 acc[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
-  for (int i = 0; i < n / 256; ++i) {
-    float d;
-    const __m256i scales = block_scales(F::scales(b[i], d));
-    __m256i sum[NT];
-    for (int t = 0; t < NT; ++t) sum[t] = _mm256_setzero_si256();
-    for (int c = 0; c < 8; ++c) {
-      __m256i g, s;
-      F::chunk(b[i], c, tab, g, s);
-      const __m256i sc = scale_pair(scales, c);
-      for (int t = 0; t < NT; ++t) {
-        const BlockQ8_K& y = reinterpret_cast<const BlockQ8_K*>(xq + t * stride)[i];
-        const __m256i p = _mm256_maddubs_epi16(g, _mm256_sign_epi8(load32(y.qs + 32 * c), s));
-        sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(p, sc));
-      }
-    }
-    for (int t = 0; t < NT; ++t) {
-      const float dy = reinterpret_cast<const BlockQ8_K*>(xq + t * stride)[i].d;
-      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * dy), _mm256_cvtepi32_ps(sum[t]), acc[t]);
-    }
-  }
-  for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]);
-}
-
-template <typename F>
-float dotq_grid(int n, const void* w, const void* xq) {
-  float out;
-  dotq_grid_n<F, 1>(n, static_cast<const typename F::Block*>(w), static_cast<const uint8_t*>(xq), 0, &out);
-  return out;
-}
-
-template <typename F>
-void dotq_grid_multi(int n, const void* w, const uint8_t* xq, size_t stride, int ntok, float* out) {
-  const auto* b = static_cast<const typename F::Block*>(w);
-  switch (ntok) {
-    case 1: dotq_grid_n<F, 1>(n, b, xq, stride, out); break;
-    case 2: dotq_grid_n<F, 2>(n, b, xq, stride, out); break;
-    case 3: dotq_grid_n<F, 3>(n, b, xq, stride, out); break;
-    default: dotq_grid_n<F, 4>(n, b, xq, stride, out); break;
   }
 }
 
@@ -944,15 +913,11 @@ void fill_avx2_int_kernels(KernelTable& t) {
   STRATA_IQ(IQ3_S, iq3_s) STRATA_IQ(IQ1_S, iq1_s) STRATA_IQ(IQ1_M, iq1_m) STRATA_IQ(IQ4_XS, iq4_xs)
   STRATA_IQ(TQ1_0, tq1_0) STRATA_IQ(TQ2_0, tq2_0)
 #undef STRATA_IQ
-  // Grid formats: gathered chunks instead of a full unpack.
-#define STRATA_GRID(T)                                                   \
-  t.dotq[static_cast<int>(GgmlType::T)] = dotq_grid<Chunk##T>;           \
-  t.dotq_multi[static_cast<int>(GgmlType::T)] = dotq_grid_multi<Chunk##T>;
-  STRATA_GRID(IQ2_XXS) STRATA_GRID(IQ2_XS) STRATA_GRID(IQ2_S) STRATA_GRID(IQ3_XXS) STRATA_GRID(IQ3_S)
-#undef STRATA_GRID
+  // Chunked kernels instead of a full unpack.
 #define STRATA_CODES(T)                                                  \
   t.dotq[static_cast<int>(GgmlType::T)] = dotq_codes<Chunk##T>;          \
   t.dotq_multi[static_cast<int>(GgmlType::T)] = dotq_codes_multi<Chunk##T>;
+  STRATA_CODES(IQ2_XXS) STRATA_CODES(IQ2_XS) STRATA_CODES(IQ2_S) STRATA_CODES(IQ3_XXS) STRATA_CODES(IQ3_S)
   STRATA_CODES(IQ1_S) STRATA_CODES(IQ1_M) STRATA_CODES(IQ4_XS) STRATA_CODES(TQ2_0) STRATA_CODES(Q2_K) STRATA_CODES(Q3_K)
 #undef STRATA_CODES
 }
