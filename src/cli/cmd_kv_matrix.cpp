@@ -113,17 +113,17 @@ void run_matrix(const MatrixOptions& o) {
                 "long: counting one..sixty in words (tokens, clean or degenerate = an n-gram repeated %d+ times);\n"
                 "identical: every output of a streamed configuration equals its unstreamed twin; KL: mean vs f32, teacher-forced.\n\n",
                 o.model.c_str(), o.depths.c_str(), kDegenerateRun);
-    std::printf("| kv            |   ctx | needles | factual          | long generation     | identical | mean KL    |\n");
-    std::printf("|---------------|-------|---------|------------------|---------------------|-----------|------------|\n");
+    std::printf("| kv            |   ctx | needles | factual          | long generation        | identical | mean KL    |\n");
+    std::printf("|---------------|-------|---------|------------------|------------------------|-----------|------------|\n");
     for (const auto& r : rows) {
-      char factual_s[32], long_s[32], kl_s[16];
+      char factual_s[40], long_s[40], kl_s[16];
       std::snprintf(factual_s, sizeof factual_s, "%d tok, %s", r["factual_tokens"].get<int>(), r["factual_stopped"].get<bool>() ? "stops" : "runs on");
       std::snprintf(long_s, sizeof long_s, "%s, %d tok",
                     r["long_degenerate"].get<bool>() ? (r["long_degenerate_by_cache"].get<bool>() ? "DEGENERATE" : "loops (model)") : "clean",
                     r["long_tokens"].get<int>());
       if (r["format"] == "f32") std::snprintf(kl_s, sizeof kl_s, "reference");
       else std::snprintf(kl_s, sizeof kl_s, "%.3e", r["mean_kl"].get<double>());
-      std::printf("| %-13s | %5d | %3d/%-3d | %-16s | %-19s | %-9s | %-10s |\n", r["kv"].get<std::string>().c_str(),
+      std::printf("| %-13s | %5d | %3d/%-3d | %-16s | %-22s | %-9s | %-10s |\n", r["kv"].get<std::string>().c_str(),
                   r["ctx"].get<int>(), r["needles_passed"].get<int>(), r["needles"].get<int>(), factual_s, long_s,
                   r["identical_to_unstreamed"].get<std::string>().c_str(), kl_s);
     }
