@@ -3,13 +3,13 @@
 #include <immintrin.h>
 
 #include "quant/dequant_blocks.h"
+#include "quant/simd_avx2_blocks.h"
 #include "quant/kernels.h"
 
 namespace strata {
 
 namespace {
 
-inline float h2f(uint16_t h) { return _cvtsh_ss(h); }  // F16C
 
 inline float hsum(__m256 v) {
   __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
@@ -87,12 +87,6 @@ float dot_q8_0(int n, const void* w, const float* x) {
 }
 
 // Splits 16 packed bytes into low nibbles (elements 0..15) and high nibbles (16..31).
-inline void nibbles(const uint8_t* qs, __m128i& lo, __m128i& hi) {
-  __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m128i m = _mm_set1_epi8(0x0F);
-  lo = _mm_and_si128(q, m);
-  hi = _mm_and_si128(_mm_srli_epi16(q, 4), m);
-}
 
 float dot_q4_0(int n, const void* w, const float* x) {
   const BlockQ4_0* b = static_cast<const BlockQ4_0*>(w);
@@ -125,13 +119,6 @@ float dot_q4_1(int n, const void* w, const float* x) {
 }
 
 // 16 bytes holding 0x10 where bit j of `bits` (j = 0..15) is set.
-inline __m128i bits_to_0x10(uint32_t bits) {
-  const __m128i shuf = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-  const __m128i sel = _mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
-  __m128i v = _mm_shuffle_epi8(_mm_cvtsi32_si128(static_cast<int>(bits & 0xFFFF)), shuf);
-  v = _mm_cmpeq_epi8(_mm_and_si128(v, sel), sel);
-  return _mm_and_si128(v, _mm_set1_epi8(0x10));
-}
 
 float dot_q5_0(int n, const void* w, const float* x) {
   const BlockQ5_0* b = static_cast<const BlockQ5_0*>(w);
@@ -286,12 +273,6 @@ inline __m256i dot_i8x32(__m256i w, __m256i x) {
 inline __m256i dot_u8i8x32(__m256i w, __m256i x) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1));
 }
-inline __m256i nibbles32(const uint8_t* qs) {
-  __m128i lo, hi;
-  nibbles(qs, lo, hi);
-  return _mm256_set_m128i(hi, lo);
-}
-inline __m256i load32(const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
 float dotq_q8_0(int n, const void* w, const void* xq) {
   const BlockQ8_0* b = static_cast<const BlockQ8_0*>(w);
@@ -331,11 +312,6 @@ float dotq_iq4_nl(int n, const void* w, const void* xq) {
   return hsum(acc);
 }
 
-inline __m256i high_bits32(const uint8_t* qh4) {
-  uint32_t qh;
-  std::memcpy(&qh, qh4, 4);
-  return _mm256_set_m128i(bits_to_0x10(qh >> 16), bits_to_0x10(qh));
-}
 
 float dotq_q5_0(int n, const void* w, const void* xq) {
   const BlockQ5_0* b = static_cast<const BlockQ5_0*>(w);
@@ -508,24 +484,6 @@ void dotq_q6_k_multi(int n, const void* w, const uint8_t* xq, size_t stride, int
 // ---- Several activation rows per weight row (prefill, batched decode) ----
 // Each weight block is unpacked once and multiplied with up to 4 activation rows; the per-row
 // arithmetic is exactly that of the single-row kernels above, so results are bit-identical.
-struct UnpackQ8_0 {
-  static __m256i codes(const BlockQ8_0& b) { return load32(b.qs); }
-};
-struct UnpackQ4_0 {
-  static __m256i codes(const BlockQ4_0& b) { return _mm256_sub_epi8(nibbles32(b.qs), _mm256_set1_epi8(8)); }
-};
-struct UnpackQ5_0 {
-  static __m256i codes(const BlockQ5_0& b) {
-    return _mm256_sub_epi8(_mm256_or_si256(nibbles32(b.qs), high_bits32(b.qh)), _mm256_set1_epi8(16));
-  }
-};
-struct UnpackIQ4_NL {
-  static __m256i codes(const BlockIQ4_NL& b) {
-    const __m128i t128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
-    return _mm256_shuffle_epi8(_mm256_set_m128i(t128, t128), nibbles32(b.qs));
-  }
-};
-
 template <typename Block, typename Unpack, int NT>
 void dotq_multi_n(int n, const Block* b, const uint8_t* xq, size_t stride, float* out) {
   __m256 acc[NT];
@@ -906,13 +864,9 @@ void fill_avx2_int_kernels(KernelTable& t) {
   t.dotq_multi[static_cast<int>(GgmlType::Q4_K)] = dotq_q45_k_multi<BlockQ4_K, false>;
   t.dotq_multi[static_cast<int>(GgmlType::Q5_K)] = dotq_q45_k_multi<BlockQ5_K, true>;
   t.dotq_multi[static_cast<int>(GgmlType::Q6_K)] = dotq_q6_k_multi;
-#define STRATA_IQ(T, f)                                                                          \
-  t.dotq[static_cast<int>(GgmlType::T)] = dotq_unpacked<Block##T, unpack_##f>;                     \
-  t.dotq_multi[static_cast<int>(GgmlType::T)] = dotq_unpacked_multi<Block##T, unpack_##f>;
-  STRATA_IQ(IQ2_XXS, iq2_xxs) STRATA_IQ(IQ2_XS, iq2_xs) STRATA_IQ(IQ2_S, iq2_s) STRATA_IQ(IQ3_XXS, iq3_xxs)
-  STRATA_IQ(IQ3_S, iq3_s) STRATA_IQ(IQ1_S, iq1_s) STRATA_IQ(IQ1_M, iq1_m) STRATA_IQ(IQ4_XS, iq4_xs)
-  STRATA_IQ(TQ1_0, tq1_0) STRATA_IQ(TQ2_0, tq2_0)
-#undef STRATA_IQ
+  // TQ1_0's base-3 digits have no chunked decoder: its blocks are unpacked whole.
+  t.dotq[static_cast<int>(GgmlType::TQ1_0)] = dotq_unpacked<BlockTQ1_0, unpack_tq1_0>;
+  t.dotq_multi[static_cast<int>(GgmlType::TQ1_0)] = dotq_unpacked_multi<BlockTQ1_0, unpack_tq1_0>;
   // Chunked kernels instead of a full unpack.
 #define STRATA_CODES(T)                                                  \
   t.dotq[static_cast<int>(GgmlType::T)] = dotq_codes<Chunk##T>;          \

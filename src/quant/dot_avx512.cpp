@@ -9,48 +9,11 @@
 
 #include "quant/formats.h"
 #include "quant/kernels.h"
+#include "quant/simd_avx2_blocks.h"
 
 namespace strata {
 
 namespace {
-
-inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
-
-inline __m256i load32(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-inline __m256i nibbles32(const uint8_t* qs) {
-  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m128i m = _mm_set1_epi8(0x0F);
-  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m), _mm_and_si128(q, m));
-}
-inline __m128i bits_to_0x10(uint32_t bits) {
-  const __m128i shuf = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-  const __m128i sel = _mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
-  __m128i v = _mm_shuffle_epi8(_mm_cvtsi32_si128(static_cast<int>(bits & 0xFFFF)), shuf);
-  v = _mm_cmpeq_epi8(_mm_and_si128(v, sel), sel);
-  return _mm_and_si128(v, _mm_set1_epi8(0x10));
-}
-
-// Signed codes of one block (32 bytes).
-struct UnpackQ8_0 {
-  static __m256i codes(const BlockQ8_0& b) { return load32(b.qs); }
-};
-struct UnpackQ4_0 {
-  static __m256i codes(const BlockQ4_0& b) { return _mm256_sub_epi8(nibbles32(b.qs), _mm256_set1_epi8(8)); }
-};
-struct UnpackQ5_0 {
-  static __m256i codes(const BlockQ5_0& b) {
-    uint32_t qh;
-    std::memcpy(&qh, b.qh, 4);
-    const __m256i hi = _mm256_set_m128i(bits_to_0x10(qh >> 16), bits_to_0x10(qh));
-    return _mm256_sub_epi8(_mm256_or_si256(nibbles32(b.qs), hi), _mm256_set1_epi8(16));
-  }
-};
-struct UnpackIQ4_NL {
-  static __m256i codes(const BlockIQ4_NL& b) {
-    const __m128i t128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
-    return _mm256_shuffle_epi8(_mm256_set_m128i(t128, t128), nibbles32(b.qs));
-  }
-};
 
 inline __m512i join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_zextsi256_si512(lo), hi, 1); }
 inline __m512 join_ps(__m256 lo, __m256 hi) {

@@ -204,10 +204,9 @@ struct Server::Impl {
       respond_when_done(res, r.out, "server_error", [=, this](const Answer& a) {
         json message = {{"role", "assistant"}, {"content", a.text}};
         if (split) {  // thinking apart from the answer, as reasoning_content
-          tok::ReasoningSplitter sp;
-          auto p1 = sp.push(a.text), p2 = sp.finish();
-          message["content"] = p1.content + p2.content;
-          if (!(p1.reasoning + p2.reasoning).empty()) message["reasoning_content"] = p1.reasoning + p2.reasoning;
+          auto parts = tok::ReasoningSplitter::split(a.text);
+          message["content"] = parts.content;
+          if (!parts.reasoning.empty()) message["reasoning_content"] = parts.reasoning;
         }
         json choice = {{"index", 0}, {"message", message}, {"finish_reason", a.finish}};
         if (want_lp) {
@@ -369,11 +368,10 @@ struct Server::Impl {
         json content = json::array();
         std::string text = a.text;
         if (split) {  // the thinking goes into a thinking block before the text
-          tok::ReasoningSplitter sp;
-          auto p1 = sp.push(a.text), p2 = sp.finish();
-          text = p1.content + p2.content;
-          if (!(p1.reasoning + p2.reasoning).empty())
-            content.push_back({{"type", "thinking"}, {"thinking", p1.reasoning + p2.reasoning}, {"signature", ""}});
+          auto parts = tok::ReasoningSplitter::split(a.text);
+          text = parts.content;
+          if (!parts.reasoning.empty())
+            content.push_back({{"type", "thinking"}, {"thinking", parts.reasoning}, {"signature", ""}});
         }
         content.push_back({{"type", "text"}, {"text", text}});
         return json{{"id", id}, {"type", "message"}, {"role", "assistant"}, {"model", model_name},

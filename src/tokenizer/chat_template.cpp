@@ -178,6 +178,14 @@ ReasoningSplitter::Parts ReasoningSplitter::push(const std::string& text) {
   }
 }
 
+ReasoningSplitter::Parts ReasoningSplitter::split(const std::string& whole) {
+  ReasoningSplitter sp;
+  Parts p = sp.push(whole), rest = sp.finish();
+  p.reasoning += rest.reasoning;
+  p.content += rest.content;
+  return p;
+}
+
 ReasoningSplitter::Parts ReasoningSplitter::finish() {
   Parts p;
   if (state_ == State::Thinking) {

@@ -49,6 +49,7 @@ class ReasoningSplitter {
   };
   Parts push(const std::string& text);
   Parts finish();  // end of generation: releases what was held back
+  static Parts split(const std::string& whole);  // a complete text at once
 
  private:
   enum class State { Start, Thinking, Answer } state_ = State::Start;

@@ -1,0 +1,64 @@
+// AVX2 pieces shared by the AVX2 and AVX-512 kernel files: block-code unpacking for the 32-value
+// formats. Internal linkage on purpose: each file compiles its own copy with its own ISA flags.
+#pragma once
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "quant/formats.h"
+
+namespace strata {
+namespace {
+
+inline float h2f(uint16_t h) { return _cvtsh_ss(h); }  // F16C
+
+inline void nibbles(const uint8_t* qs, __m128i& lo, __m128i& hi) {
+  __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i m = _mm_set1_epi8(0x0F);
+  lo = _mm_and_si128(q, m);
+  hi = _mm_and_si128(_mm_srli_epi16(q, 4), m);
+}
+
+inline __m128i bits_to_0x10(uint32_t bits) {
+  const __m128i shuf = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  const __m128i sel = _mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
+  __m128i v = _mm_shuffle_epi8(_mm_cvtsi32_si128(static_cast<int>(bits & 0xFFFF)), shuf);
+  v = _mm_cmpeq_epi8(_mm_and_si128(v, sel), sel);
+  return _mm_and_si128(v, _mm_set1_epi8(0x10));
+}
+
+inline __m256i nibbles32(const uint8_t* qs) {
+  __m128i lo, hi;
+  nibbles(qs, lo, hi);
+  return _mm256_set_m128i(hi, lo);
+}
+inline __m256i load32(const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+inline __m256i high_bits32(const uint8_t* qh4) {
+  uint32_t qh;
+  std::memcpy(&qh, qh4, 4);
+  return _mm256_set_m128i(bits_to_0x10(qh >> 16), bits_to_0x10(qh));
+}
+
+// Signed codes of one 32-value block, as bytes.
+struct UnpackQ8_0 {
+  static __m256i codes(const BlockQ8_0& b) { return load32(b.qs); }
+};
+struct UnpackQ4_0 {
+  static __m256i codes(const BlockQ4_0& b) { return _mm256_sub_epi8(nibbles32(b.qs), _mm256_set1_epi8(8)); }
+};
+struct UnpackQ5_0 {
+  static __m256i codes(const BlockQ5_0& b) {
+    return _mm256_sub_epi8(_mm256_or_si256(nibbles32(b.qs), high_bits32(b.qh)), _mm256_set1_epi8(16));
+  }
+};
+struct UnpackIQ4_NL {
+  static __m256i codes(const BlockIQ4_NL& b) {
+    const __m128i t128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
+    return _mm256_shuffle_epi8(_mm256_set_m128i(t128, t128), nibbles32(b.qs));
+  }
+};
+
+}  // namespace
+}  // namespace strata
