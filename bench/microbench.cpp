@@ -1,9 +1,13 @@
 // Google Benchmark microbenchmarks of the dot kernels, one per weight format:
 //  - Dot/<format>: one 4096-wide row against quantized activations, in L1 (kernel throughput).
 //  - Matvec/<format>: y = W x over a 64 MiB matrix on one thread (memory-bound decode step).
+//  - Matmul/<format>: 128 activation rows through a 896 x 4864 matrix (compute-bound prefill).
+// Formats with an 8-row packed kernel are packed first, as the model loader does; set
+// STRATA_REPACK=0 to measure the file-layout kernels instead.
 // Run: build/bench/strata_microbench [--benchmark_filter=Q4_K]
 #include <benchmark/benchmark.h>
 
+#include <cstdlib>
 #include <random>
 #include <vector>
 
@@ -68,11 +72,24 @@ void BM_Dot(benchmark::State& state, GgmlType t) {
   state.SetLabel(std::string(k.isa) + (dq ? " int8" : " float"));
 }
 
+// The 8-row packed copy of a matrix, as the model loader makes it (empty when not packable).
+std::vector<uint8_t> pack(ops::Matrix& m) {
+  std::vector<uint8_t> p;
+  if (!packable(m.type) || !kernels().gemm_x8[static_cast<int>(m.type)] || std::getenv("STRATA_REPACK")) return p;
+  const size_t g = packed_group_bytes(m.type, m.cols);
+  p.resize(g * static_cast<size_t>(m.rows / 8));
+  for (int64_t i = 0; i < m.rows / 8; ++i) pack_rows8(m.type, m.row(8 * i), m.row_stride, m.cols, p.data() + g * i);
+  m.packed = p.data();
+  m.packed_stride = g;
+  return p;
+}
+
 void BM_Matvec(benchmark::State& state, GgmlType t) {
   const int64_t cols = 4096;
   const int64_t rows = std::max<int64_t>(64, (64ll << 20) / static_cast<int64_t>(row_bytes(t, cols)));
   auto w = make_rows(t, cols, rows, 3);
   ops::Matrix m{t, rows, cols, w.data(), row_bytes(t, cols)};
+  auto packed = pack(m);
   std::vector<float> x(cols, 0.5f), y(static_cast<size_t>(rows));
   ThreadPool pool(1);
   for (auto _ : state) {
@@ -83,10 +100,32 @@ void BM_Matvec(benchmark::State& state, GgmlType t) {
   state.SetItemsProcessed(state.iterations() * rows * cols);
 }
 
+// Prefill shape: a 896 x 4864 matrix (the FFN down projection of a 0.5B model) times 128
+// activation rows on one thread; items are multiply-adds, so items/s is the GEMM's MAC rate.
+void BM_Matmul(benchmark::State& state, GgmlType t) {
+  const int64_t cols = 4864, rows = 896;
+  const int ntok = 128;
+  auto w = make_rows(t, cols, rows, 4);
+  ops::Matrix m{t, rows, cols, w.data(), row_bytes(t, cols)};
+  auto packed = pack(m);
+  std::vector<float> x(static_cast<size_t>(cols) * ntok), y(static_cast<size_t>(rows) * ntok);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> d(0.f, 1.f);
+  for (auto& v : x) v = d(rng);
+  ThreadPool pool(1);
+  for (auto _ : state) {
+    ops::matmul(m, x.data(), ntok, y.data(), pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetItemsProcessed(state.iterations() * rows * cols * ntok);
+}
+
 const bool kRegistered = [] {
   for (GgmlType t : kFormats) {
     benchmark::RegisterBenchmark(("Dot/" + type_name(t)).c_str(), BM_Dot, t);
     benchmark::RegisterBenchmark(("Matvec/" + type_name(t)).c_str(), BM_Matvec, t)->Unit(benchmark::kMillisecond);
+    if (type_info(t).block_size == 32 || type_info(t).block_size == 256 || t == GgmlType::F16)
+      benchmark::RegisterBenchmark(("Matmul/" + type_name(t)).c_str(), BM_Matmul, t)->Unit(benchmark::kMillisecond);
   }
   return true;
 }();

@@ -156,6 +156,125 @@ TEST_P(IntKernelParity, MultiRowKernelIsBitIdenticalToSingleRow) {
 }
 }
 
+// ---- Kernels on weights packed 8 rows at a time ----
+const GgmlType kPackFormats[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0,
+                                 GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::F16};
+
+// Random rows (alternately quantized floats and raw random blocks), packed; activation rows
+// prepared as matmul prepares them.
+struct PackedCase {
+  GgmlType t;
+  int rows, cols;
+  size_t row_stride = 0, group_bytes = 0, x_stride = 0, sums_stride = 0;
+  std::vector<uint8_t> file, packed, xq;
+  std::vector<float> x, xdeq;  // f32 activations and what the kernel sees of them
+  std::vector<int32_t> sums;
+
+  PackedCase(GgmlType type, int n_rows, int n_cols, int ntok, uint32_t seed) : t(type), rows(n_rows), cols(n_cols) {
+    row_stride = row_bytes(t, cols);
+    for (int r = 0; r < rows; ++r) {
+      auto row = random_row(t, cols, seed + r, r % 2 == 1);
+      file.insert(file.end(), row.begin(), row.end());
+    }
+    group_bytes = packed_group_bytes(t, cols);
+    packed.resize(group_bytes * (rows / 8));
+    for (int g = 0; g < rows / 8; ++g) pack_rows8(t, file.data() + row_stride * 8 * g, row_stride, cols, packed.data() + group_bytes * g);
+    x = randn(static_cast<size_t>(ntok) * cols, seed + 999, 3.f);
+    const GgmlType at = activation_type(t);
+    xdeq = x;
+    if (at == GgmlType::F32) {
+      x_stride = cols * sizeof(float);
+      xq.resize(x.size() * sizeof(float));
+      std::memcpy(xq.data(), x.data(), xq.size());
+      return;
+    }
+    x_stride = row_bytes(at, cols);
+    xq.resize(x_stride * ntok);
+    sums_stride = cols / 32;
+    sums.resize(sums_stride * ntok);
+    for (int i = 0; i < ntok; ++i) {
+      quantize_row(at, x.data() + i * cols, xq.data() + i * x_stride, cols);
+      dequantize_row_ref(at, xq.data() + i * x_stride, xdeq.data() + i * cols, cols);
+      if (at == GgmlType::Q8_0) q8_0_block_sums(xq.data() + i * x_stride, cols, sums.data() + i * sums_stride);
+    }
+  }
+  void run(GemmX8Fn f, int group, int tok0, int ntok, float* out) const {
+    f(cols, packed.data() + group_bytes * group, xq.data() + x_stride * tok0, x_stride,
+      sums.data() + sums_stride * tok0, sums_stride, ntok, out);
+  }
+};
+
+class PackedKernels : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(PackedKernels, SimdMatchesScalarReferenceBitForBit) {
+  const GgmlType t = GetParam();
+  const GemmX8Fn ref = scalar_kernels().gemm_x8[static_cast<int>(t)];
+  ASSERT_NE(ref, nullptr);
+  if (simd_tables().empty()) GTEST_SKIP() << "CPU has no AVX2";
+  for (int trial = 0; trial < 6; ++trial) {
+    PackedCase c(t, 16, trial % 2 ? 512 : 768, 4, 300 + 50 * trial);
+    for (const KernelTable* simd : simd_tables()) {
+      const GemmX8Fn f = simd->gemm_x8[static_cast<int>(t)];
+      ASSERT_NE(f, nullptr) << simd->isa << " " << type_name(t);
+      for (int g = 0; g < 2; ++g)
+        for (int ntok = 1; ntok <= 4; ++ntok) {
+          float a[32], b[32];
+          c.run(ref, g, 0, ntok, a);
+          c.run(f, g, 0, ntok, b);
+          EXPECT_EQ(0, std::memcmp(a, b, sizeof(float) * 8 * ntok)) << simd->isa << " " << type_name(t) << " ntok " << ntok;
+        }
+    }
+  }
+}
+
+TEST_P(PackedKernels, MatchesFileLayoutDotWithinRounding) {
+  const GgmlType t = GetParam();
+  PackedCase c(t, 8, 1024, 3, 7);
+  float out[24];
+  c.run(scalar_kernels().gemm_x8[static_cast<int>(t)], 0, 0, 3, out);
+  for (int i = 0; i < 3; ++i)
+    for (int r = 0; r < 8; ++r) {
+      const uint8_t* row = c.file.data() + c.row_stride * r;
+      const float* xa = c.xdeq.data() + i * c.cols;
+      std::vector<float> w(c.cols);
+      dequantize_row_ref(t, row, w.data(), c.cols);
+      double mag = 0;
+      for (int k = 0; k < c.cols; ++k) mag += std::fabs(static_cast<double>(w[k]) * xa[k]);
+      EXPECT_NEAR(out[i * 8 + r], dot_row_ref(t, c.cols, row, xa), 4.0 * c.cols * 1.19e-7 * mag + 1e-6)
+          << type_name(t) << " row " << r << " token " << i;
+    }
+}
+
+// Through matmul: 3 packed groups plus 5 rows in file layout; the logits of a token must not
+// depend on the batch it came in or on the thread count.
+TEST_P(PackedKernels, MatmulOutputDoesNotDependOnBatchOrThreads) {
+  const GgmlType t = GetParam();
+  const int rows = 29, cols = 512, ntok = 7;
+  PackedCase c(t, rows, cols, ntok, 11);
+  {
+    ops::Matrix m{t, rows, cols, c.file.data(), c.row_stride};
+    m.packed = c.packed.data();
+    m.packed_stride = c.group_bytes;
+    ThreadPool p1(1), p2(2);
+    std::vector<float> batch(rows * ntok), batch2(rows * ntok), one(rows);
+    ops::matmul(m, c.x.data(), ntok, batch.data(), p2);
+    ops::matmul(m, c.x.data(), ntok, batch2.data(), p1);
+    EXPECT_EQ(0, std::memcmp(batch.data(), batch2.data(), batch.size() * 4)) << type_name(t);
+    for (int i = 0; i < ntok; ++i) {
+      ops::matmul(m, c.x.data() + i * cols, 1, one.data(), p2);
+      EXPECT_EQ(0, std::memcmp(one.data(), batch.data() + i * rows, rows * 4)) << type_name(t) << " token " << i;
+    }
+    // And it agrees with the file-layout path within rounding.
+    ops::Matrix plain{t, rows, cols, c.file.data(), c.row_stride};
+    std::vector<float> y(rows * ntok);
+    ops::matmul(plain, c.x.data(), ntok, y.data(), p2);
+    for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(batch[i], y[i], 2e-3 * (1 + std::fabs(y[i]))) << type_name(t) << " " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, PackedKernels, ::testing::ValuesIn(kPackFormats),
+                         [](const auto& info) { return type_name(info.param); });
+
 TEST(Quant, Q8ActivationQuantizerMatchesGgmlRounding) {
   // 127/amax scaling and ties to even: x = 0.5 * amax/127 * k lands exactly on .5 for odd k.
   std::vector<float> x(32, 0.f);

@@ -1,8 +1,11 @@
 #include "model/model.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 
 #include "common.h"
+#include "quant/kernels.h"
 #include "quant/quant.h"
 
 namespace strata::model {
@@ -46,7 +49,34 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
   } catch (const Error& e) {
     throw Error(path + ": " + e.what());
   }
+  const char* repack = std::getenv("STRATA_REPACK");
+  if (!repack || std::strcmp(repack, "0") != 0) m->pack_weights();
   return m;
+}
+
+void Model::pack_weights() {
+  std::vector<ops::Matrix*> mats = {&output};
+  for (Layer& L : layers)
+    for (ops::Matrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down}) mats.push_back(w);
+  const KernelTable& k = kernels();
+  ThreadPool pool(ThreadPool::default_threads());
+  for (ops::Matrix* w : mats) {
+    if (w->empty() || w->packed || !packable(w->type) || !k.gemm_x8[static_cast<int>(w->type)]) continue;
+    if (w->rows < kPackRows || w->cols % 32 != 0) continue;
+    const int64_t groups = w->rows / kPackRows;
+    const size_t stride = packed_group_bytes(w->type, w->cols);
+    std::unique_ptr<uint8_t[]> buf(new uint8_t[stride * static_cast<size_t>(groups)]);
+    uint8_t* dst = buf.get();
+    const ops::Matrix& src = *w;
+    pool.parallel_for(groups, 16, [&](int64_t g0, int64_t g1) {
+      for (int64_t g = g0; g < g1; ++g)
+        pack_rows8(src.type, src.row(g * kPackRows), src.row_stride, src.cols, dst + stride * static_cast<size_t>(g));
+    });
+    w->packed = dst;
+    w->packed_stride = stride;
+    packed_bytes_ += stride * static_cast<size_t>(groups);
+    packed_.push_back(std::move(buf));
+  }
 }
 
 size_t Model::weight_bytes() const {

@@ -112,9 +112,17 @@ class Model {
   void load_common_hparams();
   void load_common_weights(bool qk_norm_required, bool bias_allowed);
 
+  // Bytes of weights repacked at load into the 8-row layout (0 with STRATA_REPACK=0).
+  size_t packed_bytes() const { return packed_bytes_; }
+
  private:
+  // Copies every projection matrix whose format has a packed kernel into the 8-row layout.
+  void pack_weights();
+
   std::unique_ptr<gguf::File> file_;
   const ArchSpec* arch_ = nullptr;
+  std::vector<std::unique_ptr<uint8_t[]>> packed_;
+  size_t packed_bytes_ = 0;
 };
 
 const std::vector<const ArchSpec*>& architectures();

@@ -1,5 +1,6 @@
-// Matrix products on weights in their file format. Each output element is one dot product
-// computed by one thread, so results do not depend on the thread count.
+// Matrix products on weights, packed 8 rows at a time where the model was repacked at load, else
+// in their file format. Each output element is computed by one thread with arithmetic that does
+// not depend on the thread count or on how many activation rows the call has.
 #include "common.h"
 #include "ops/ops.h"
 #include "quant/kernels.h"
@@ -10,24 +11,49 @@
 
 namespace strata::ops {
 
-void matmul(const Matrix& w, const float* x, int n_tok, float* y, ThreadPool& pool) {
+namespace {
+
+// Activation rows quantized once per matmul to the format the weight kernels take ([n_tok][row
+// bytes]), with per-block code sums for the packed kernels on Q8_0 activations.
+struct QuantizedActivations {
+  std::vector<uint8_t> q;
+  std::vector<int32_t> sums;
+  size_t row = 0, sums_row = 0;
+};
+
+void quantize_activations(GgmlType at, const float* x, int n_tok, int cols, bool want_sums, QuantizedActivations& a,
+                          ThreadPool& pool) {
+  a.row = row_bytes(at, cols);
+  a.q.resize(a.row * n_tok);
+  a.sums_row = want_sums ? static_cast<size_t>(cols / 32) : 0;
+  a.sums.resize(a.sums_row * n_tok);
+  pool.parallel_for(n_tok, 8, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      uint8_t* q = a.q.data() + t * a.row;
+      quantize_row(at, x + static_cast<size_t>(t) * cols, q, cols);
+      if (want_sums) q8_0_block_sums(q, cols, a.sums.data() + t * a.sums_row);
+    }
+  });
+}
+
+// Rows [r_begin, rows) one dot product at a time (file layout).
+void matmul_rows(const Matrix& w, int64_t r_begin, const float* x, int n_tok, float* y, ThreadPool& pool) {
   const KernelTable& k = kernels();
   const DotFn dot = k.dot_for(w.type);
   const int cols = static_cast<int>(w.cols);
-  const int64_t rows = w.rows;
+  const int64_t rows = w.rows, n = rows - r_begin;
+  if (n <= 0) return;
   const GgmlType at = activation_type(w.type);
   if (at != GgmlType::F32) {
-    // Quantize each activation row once ([n_tok][row_bytes(at, cols)]), as ggml does.
-    thread_local std::vector<uint8_t> xq;
+    thread_local QuantizedActivations a;
     thread_local std::vector<float> xd;
-    const size_t qrow = row_bytes(at, cols);
-    xq.resize(qrow * n_tok);
-    for (int t = 0; t < n_tok; ++t) quantize_row(at, x + static_cast<size_t>(t) * cols, xq.data() + t * qrow, cols);
+    quantize_activations(at, x, n_tok, cols, false, a, pool);
+    const size_t qrow = a.row;
+    const uint8_t* xqp = a.q.data();
     if (const QDotMultiFn dm = n_tok > 1 ? k.dotq_multi[static_cast<int>(w.type)] : nullptr) {
-      const uint8_t* xqp = xq.data();
-      pool.parallel_for(rows, 16, [&](int64_t r0, int64_t r1) {
+      pool.parallel_for(n, 16, [&](int64_t i0, int64_t i1) {
         float out[4];
-        for (int64_t r = r0; r < r1; ++r) {
+        for (int64_t r = r_begin + i0; r < r_begin + i1; ++r) {
           const uint8_t* wr = w.row(r);
           for (int t = 0; t < n_tok; t += 4) {
             const int nt = std::min(4, n_tok - t);
@@ -39,9 +65,8 @@ void matmul(const Matrix& w, const float* x, int n_tok, float* y, ThreadPool& po
       return;
     }
     if (const QDotFn dq = k.dotq[static_cast<int>(w.type)]) {
-      const uint8_t* xqp = xq.data();
-      pool.parallel_for(rows, 16, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
+      pool.parallel_for(n, 16, [&](int64_t i0, int64_t i1) {
+        for (int64_t r = r_begin + i0; r < r_begin + i1; ++r) {
           const uint8_t* wr = w.row(r);
           for (int t = 0; t < n_tok; ++t) y[static_cast<size_t>(t) * rows + r] = dq(cols, wr, xqp + t * qrow);
         }
@@ -50,16 +75,56 @@ void matmul(const Matrix& w, const float* x, int n_tok, float* y, ThreadPool& po
     }
     // No integer kernel: the same quantized activation values, multiplied in float.
     xd.resize(static_cast<size_t>(cols) * n_tok);
-    for (int t = 0; t < n_tok; ++t) dequantize_row_ref(at, xq.data() + t * qrow, xd.data() + static_cast<size_t>(t) * cols, cols);
+    for (int t = 0; t < n_tok; ++t) dequantize_row_ref(at, xqp + t * qrow, xd.data() + static_cast<size_t>(t) * cols, cols);
     x = xd.data();
   }
   // Rows outer, tokens inner: a weight row is read from memory once per batch.
-  pool.parallel_for(rows, 16, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
+  pool.parallel_for(n, 16, [&](int64_t i0, int64_t i1) {
+    for (int64_t r = r_begin + i0; r < r_begin + i1; ++r) {
       const uint8_t* wr = w.row(r);
       for (int t = 0; t < n_tok; ++t) y[static_cast<size_t>(t) * rows + r] = dot(cols, wr, x + static_cast<size_t>(t) * cols);
     }
   });
+}
+
+// The packed groups of 8 rows: every activation row passes through a group while its weights
+// are in cache; up to kPackMaxTokens activation rows share each unpacked weight block.
+void matmul_packed(const Matrix& w, const float* x, int n_tok, float* y, ThreadPool& pool) {
+  const GemmX8Fn gemm = kernels().gemm_x8[static_cast<int>(w.type)];
+  if (!gemm) throw Error("matmul: no packed kernel for " + type_name(w.type));
+  const int cols = static_cast<int>(w.cols);
+  const int64_t rows = w.rows, groups = rows / kPackRows;
+  const GgmlType at = activation_type(w.type);
+  thread_local QuantizedActivations a;
+  const uint8_t* xq = reinterpret_cast<const uint8_t*>(x);
+  size_t xrow = static_cast<size_t>(cols) * sizeof(float);
+  if (at != GgmlType::F32) {
+    quantize_activations(at, x, n_tok, cols, at == GgmlType::Q8_0, a, pool);
+    xq = a.q.data();
+    xrow = a.row;
+  }
+  const int32_t* sums = a.sums.data();
+  const size_t srow = at == GgmlType::Q8_0 ? a.sums_row : 0;
+  pool.parallel_for(groups, 1, [&](int64_t g0, int64_t g1) {
+    float out[kPackRows * kPackMaxTokens];
+    for (int64_t g = g0; g < g1; ++g) {
+      const uint8_t* wg = w.packed + static_cast<size_t>(g) * w.packed_stride;
+      for (int t = 0; t < n_tok; t += kPackMaxTokens) {
+        const int nt = std::min(kPackMaxTokens, n_tok - t);
+        gemm(cols, wg, xq + t * xrow, xrow, sums + t * srow, srow, nt, out);
+        for (int i = 0; i < nt; ++i)
+          std::copy(out + i * kPackRows, out + (i + 1) * kPackRows, y + static_cast<size_t>(t + i) * rows + g * kPackRows);
+      }
+    }
+  });
+  matmul_rows(w, groups * kPackRows, x, n_tok, y, pool);
+}
+
+}  // namespace
+
+void matmul(const Matrix& w, const float* x, int n_tok, float* y, ThreadPool& pool) {
+  if (w.packed) return matmul_packed(w, x, n_tok, y, pool);
+  matmul_rows(w, 0, x, n_tok, y, pool);
 }
 
 void get_row(const Matrix& w, int64_t r, float* out) {

@@ -14,6 +14,11 @@ struct Matrix {
   int64_t rows = 0, cols = 0;
   const uint8_t* data = nullptr;
   size_t row_stride = 0;  // bytes per row
+  // Optional copy of the first rows / 8 * 8 rows in the 8-row packed layout (quant/gemm_x8.h),
+  // made at load time; matmul uses it when present, `data` still serves row lookups and the
+  // remaining rows.
+  const uint8_t* packed = nullptr;
+  size_t packed_stride = 0;  // bytes per group of 8 rows
   bool empty() const { return data == nullptr; }
   const uint8_t* row(int64_t r) const { return data + static_cast<size_t>(r) * row_stride; }
 };

@@ -35,7 +35,12 @@ GgmlType activation_type(GgmlType w) {
 }
 
 const KernelTable& scalar_kernels() {
-  static const KernelTable t = [] { KernelTable k; fill_scalar_kernels(k); return k; }();
+  static const KernelTable t = [] {
+    KernelTable k;
+    fill_scalar_kernels(k);
+    fill_scalar_gemm_x8(k);
+    return k;
+  }();
   return t;
 }
 
@@ -46,6 +51,7 @@ const KernelTable* avx2_kernels() {
     static KernelTable k;
     fill_scalar_kernels(k);  // formats without a SIMD kernel keep the portable one
     fill_avx2_kernels(k);
+    fill_avx2_gemm_x8(k);
     return &k;
   }();
   return t;

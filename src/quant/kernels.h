@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "quant/formats.h"
+#include "quant/gemm_x8.h"
 
 namespace strata {
 
@@ -28,6 +29,7 @@ struct KernelTable {
   QDotFn dotq[kMaxTypes] = {};  // integer kernels; where absent, matmul dequantizes the quantized
                                 // activations and uses dot[] (same values, float arithmetic)
   QDotMultiFn dotq_multi[kMaxTypes] = {};  // optional: several activation rows per weight row
+  GemmX8Fn gemm_x8[kMaxTypes] = {};        // kernels on weights packed 8 rows at a time
 
   DotFn dot_for(GgmlType t) const;          // throws when the format has no kernel
   DequantFn dequant_for(GgmlType t) const;  // throws when the format has no kernel

@@ -1,0 +1,280 @@
+// Packing into the 8-row layouts, and the scalar reference kernels on them.
+#include "quant/gemm_x8.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "common.h"
+#include "quant/dequant_blocks.h"
+#include "quant/fp16.h"
+#include "quant/kernels.h"
+
+namespace strata {
+
+bool packable(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q4_K: case GgmlType::Q6_K:
+    case GgmlType::F16:
+      return true;
+    default:
+      return false;
+  }
+}
+
+size_t packed_group_bytes(GgmlType t, int64_t cols) {
+  const size_t n = static_cast<size_t>(cols);
+  switch (t) {
+    case GgmlType::Q8_0: return n / 32 * sizeof(BlockQ8_0x8);
+    case GgmlType::Q4_0: return n / 32 * sizeof(BlockQ4_0x8);
+    case GgmlType::Q5_0: return n / 32 * sizeof(BlockQ5_0x8);
+    case GgmlType::Q4_K: return n / 256 * sizeof(BlockQ4_Kx8);
+    case GgmlType::Q6_K: return n / 256 * sizeof(BlockQ6_Kx8);
+    case GgmlType::F16: return n * 8 * sizeof(uint16_t);
+    default: throw Error("no packed layout for " + type_name(t));
+  }
+}
+
+namespace {
+
+// The 256 six-bit codes of a Q6_K block in element order.
+void q6_k_codes(const BlockQ6_K& b, uint8_t* q) {
+  for (int half = 0; half < 2; ++half) {
+    const uint8_t* ql = b.ql + 64 * half;
+    const uint8_t* qh = b.qh + 32 * half;
+    uint8_t* y = q + 128 * half;
+    for (int l = 0; l < 32; ++l) {
+      y[l] = static_cast<uint8_t>((ql[l] & 0xF) | ((qh[l] >> 0) & 3) << 4);
+      y[l + 32] = static_cast<uint8_t>((ql[l + 32] & 0xF) | ((qh[l] >> 2) & 3) << 4);
+      y[l + 64] = static_cast<uint8_t>((ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4);
+      y[l + 96] = static_cast<uint8_t>((ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4);
+    }
+  }
+}
+
+template <typename Block>
+const Block& file_block(const uint8_t* rows, size_t stride, int r, int64_t ib) {
+  return reinterpret_cast<const Block*>(rows + stride * r)[ib];
+}
+
+}  // namespace
+
+void pack_rows8(GgmlType t, const uint8_t* rows, size_t stride, int64_t cols, uint8_t* dst) {
+  switch (t) {
+    case GgmlType::Q8_0: {
+      auto* out = reinterpret_cast<BlockQ8_0x8*>(dst);
+      for (int64_t ib = 0; ib < cols / 32; ++ib)
+        for (int r = 0; r < 8; ++r) {
+          const auto& b = file_block<BlockQ8_0>(rows, stride, r, ib);
+          out[ib].d[r] = b.d;
+          for (int g = 0; g < 8; ++g) std::memcpy(out[ib].qs + g * 32 + r * 4, b.qs + 4 * g, 4);
+        }
+      return;
+    }
+    case GgmlType::Q4_0: {
+      auto* out = reinterpret_cast<BlockQ4_0x8*>(dst);
+      for (int64_t ib = 0; ib < cols / 32; ++ib)
+        for (int r = 0; r < 8; ++r) {
+          const auto& b = file_block<BlockQ4_0>(rows, stride, r, ib);
+          out[ib].d[r] = b.d;
+          for (int g = 0; g < 4; ++g) std::memcpy(out[ib].qs + g * 32 + r * 4, b.qs + 4 * g, 4);
+        }
+      return;
+    }
+    case GgmlType::Q5_0: {
+      auto* out = reinterpret_cast<BlockQ5_0x8*>(dst);
+      for (int64_t ib = 0; ib < cols / 32; ++ib)
+        for (int r = 0; r < 8; ++r) {
+          const auto& b = file_block<BlockQ5_0>(rows, stride, r, ib);
+          out[ib].d[r] = b.d;
+          for (int g = 0; g < 4; ++g) std::memcpy(out[ib].qs + g * 32 + r * 4, b.qs + 4 * g, 4);
+          uint32_t qh;
+          std::memcpy(&qh, b.qh, 4);
+          for (int i = 0; i < 4; ++i) {
+            uint8_t v = 0;
+            for (int g = 0; g < 8; ++g) v |= static_cast<uint8_t>(((qh >> (4 * g + i)) & 1) << g);
+            out[ib].qh[r * 4 + i] = v;
+          }
+        }
+      return;
+    }
+    case GgmlType::Q4_K: {
+      auto* out = reinterpret_cast<BlockQ4_Kx8*>(dst);
+      for (int64_t ib = 0; ib < cols / 256; ++ib)
+        for (int r = 0; r < 8; ++r) {
+          const auto& b = file_block<BlockQ4_K>(rows, stride, r, ib);
+          out[ib].d[r] = b.d;
+          out[ib].dmin[r] = b.dmin;
+          for (int s = 0; s < 8; ++s) get_scale_min_k4(s, b.scales, out[ib].sc[s][r], out[ib].mn[s][r]);
+          for (int j = 0; j < 4; ++j)
+            for (int g = 0; g < 8; ++g) std::memcpy(out[ib].qs + j * 256 + g * 32 + r * 4, b.qs + 32 * j + 4 * g, 4);
+        }
+      return;
+    }
+    case GgmlType::Q6_K: {
+      auto* out = reinterpret_cast<BlockQ6_Kx8*>(dst);
+      uint8_t q[256];
+      for (int64_t ib = 0; ib < cols / 256; ++ib) {
+        std::memset(out[ib].qh, 0, sizeof out[ib].qh);
+        for (int r = 0; r < 8; ++r) {
+          const auto& b = file_block<BlockQ6_K>(rows, stride, r, ib);
+          q6_k_codes(b, q);
+          out[ib].d[r] = b.d;
+          for (int s = 0; s < 16; ++s) out[ib].sc[s][r] = b.scales[s];
+          for (int G = 0; G < 32; ++G)
+            for (int i = 0; i < 4; ++i)
+              out[ib].ql[G * 32 + r * 4 + i] = static_cast<uint8_t>((q[4 * G + i] & 15) | (q[128 + 4 * G + i] & 15) << 4);
+          for (int G = 0; G < 64; ++G)
+            for (int i = 0; i < 4; ++i)
+              out[ib].qh[(G % 16) * 32 + r * 4 + i] |= static_cast<uint8_t>((q[4 * G + i] >> 4) << (2 * (G / 16)));
+        }
+      }
+      return;
+    }
+    case GgmlType::F16: {
+      auto* out = reinterpret_cast<uint16_t*>(dst);
+      for (int r = 0; r < 8; ++r) {
+        const auto* row = reinterpret_cast<const uint16_t*>(rows + stride * r);
+        for (int64_t k = 0; k < cols; ++k) out[k * 8 + r] = row[k];
+      }
+      return;
+    }
+    default:
+      throw Error("no packed layout for " + type_name(t));
+  }
+}
+
+void q8_0_block_sums(const uint8_t* xq, int64_t n, int32_t* sums) {
+  const auto* b = reinterpret_cast<const BlockQ8_0*>(xq);
+  for (int64_t ib = 0; ib < n / 32; ++ib) {
+    int32_t s = 0;
+    for (int i = 0; i < 32; ++i) s += b[ib].qs[i];
+    sums[ib] = s;
+  }
+}
+
+// ---- Scalar reference kernels ----
+// Each output accumulates one fused multiply-add per block (or per super-block term) in block
+// order; block products are exact integers. The SIMD kernels do exactly these operations.
+namespace {
+
+const BlockQ8_0& q8_0_at(const uint8_t* xq, size_t stride, int t, int64_t ib) {
+  return reinterpret_cast<const BlockQ8_0*>(xq + stride * t)[ib];
+}
+const BlockQ8_K& q8_k_at(const uint8_t* xq, size_t stride, int t, int64_t ib) {
+  return reinterpret_cast<const BlockQ8_K*>(xq + stride * t)[ib];
+}
+
+// Code (as an int) of value k (0..31) of row r in an x8 block of a 32-value format.
+int code_q8_0(const BlockQ8_0x8& b, int r, int k) { return b.qs[(k / 4) * 32 + r * 4 + k % 4]; }
+int nibble_x8(const uint8_t* qs, int r, int k) {
+  const uint8_t v = qs[((k % 16) / 4) * 32 + r * 4 + k % 4];
+  return k < 16 ? (v & 15) : (v >> 4);
+}
+// Unsigned codes; the format's offset (-8, -16) is applied once per block through xsum.
+int code_q4_0(const BlockQ4_0x8& b, int r, int k) { return nibble_x8(b.qs, r, k); }
+int code_q5_0(const BlockQ5_0x8& b, int r, int k) {
+  return nibble_x8(b.qs, r, k) | ((b.qh[r * 4 + k % 4] >> (k / 4)) & 1) << 4;
+}
+
+template <typename Block, int (*Code)(const Block&, int, int), int kOffset>
+void gemm_32_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int32_t* xsum, size_t xsum_stride,
+                    int ntok, float* out) {
+  const Block* b = reinterpret_cast<const Block*>(w);
+  for (int t = 0; t < ntok; ++t)
+    for (int r = 0; r < 8; ++r) {
+      float acc = 0.f;
+      for (int64_t ib = 0; ib < n / 32; ++ib) {
+        const BlockQ8_0& y = q8_0_at(xq, xs, t, ib);
+        int32_t s = 0;
+        for (int k = 0; k < 32; ++k) s += Code(b[ib], r, k) * y.qs[k];
+        if (kOffset) s -= kOffset * xsum[t * xsum_stride + ib];
+        const float scale = fp16_to_fp32(b[ib].d[r]) * fp16_to_fp32(y.d);
+        acc = std::fma(scale, static_cast<float>(s), acc);
+      }
+      out[t * 8 + r] = acc;
+    }
+}
+
+void gemm_q4_k_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int32_t*, size_t, int ntok,
+                      float* out) {
+  const BlockQ4_Kx8* b = reinterpret_cast<const BlockQ4_Kx8*>(w);
+  for (int t = 0; t < ntok; ++t)
+    for (int r = 0; r < 8; ++r) {
+      float acc = 0.f;
+      for (int64_t ib = 0; ib < n / 256; ++ib) {
+        const BlockQ8_K& y = q8_k_at(xq, xs, t, ib);
+        int32_t isum = 0, msum = 0;
+        for (int s = 0; s < 8; ++s) {
+          const int j = s / 2, hi = s % 2;
+          int32_t dot = 0;
+          for (int k = 0; k < 32; ++k) {
+            uint8_t v = b[ib].qs[j * 256 + (k / 4) * 32 + r * 4 + k % 4];
+            dot += (hi ? v >> 4 : v & 15) * y.qs[32 * s + k];
+          }
+          isum += b[ib].sc[s][r] * dot;
+          msum += b[ib].mn[s][r] * (y.bsums[2 * s] + y.bsums[2 * s + 1]);
+        }
+        acc = std::fma(fp16_to_fp32(b[ib].d[r]) * y.d, static_cast<float>(isum), acc);
+        acc = std::fma(-(fp16_to_fp32(b[ib].dmin[r]) * y.d), static_cast<float>(msum), acc);
+      }
+      out[t * 8 + r] = acc;
+    }
+}
+
+void gemm_q6_k_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int32_t*, size_t, int ntok,
+                      float* out) {
+  const BlockQ6_Kx8* b = reinterpret_cast<const BlockQ6_Kx8*>(w);
+  for (int t = 0; t < ntok; ++t)
+    for (int r = 0; r < 8; ++r) {
+      float acc = 0.f;
+      for (int64_t ib = 0; ib < n / 256; ++ib) {
+        const BlockQ8_K& y = q8_k_at(xq, xs, t, ib);
+        int32_t isum = 0, off = 0;
+        for (int s = 0; s < 16; ++s) {
+          int32_t dot = 0;
+          for (int k = 16 * s; k < 16 * s + 16; ++k) {
+            const int G = k / 4, i = k % 4;
+            const uint8_t lo = b[ib].ql[(G % 32) * 32 + r * 4 + i];
+            const int low4 = G < 32 ? (lo & 15) : (lo >> 4);
+            const int high2 = (b[ib].qh[(G % 16) * 32 + r * 4 + i] >> (2 * (G / 16))) & 3;
+            dot += (low4 | high2 << 4) * y.qs[k];
+          }
+          isum += b[ib].sc[s][r] * dot;
+          off += b[ib].sc[s][r] * y.bsums[s];
+        }
+        isum -= 32 * off;
+        acc = std::fma(fp16_to_fp32(b[ib].d[r]) * y.d, static_cast<float>(isum), acc);
+      }
+      out[t * 8 + r] = acc;
+    }
+}
+
+// F16: two chains per output (even and odd columns), added at the end.
+void gemm_f16_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int32_t*, size_t, int ntok,
+                     float* out) {
+  const uint16_t* v = reinterpret_cast<const uint16_t*>(w);
+  for (int t = 0; t < ntok; ++t) {
+    const float* x = reinterpret_cast<const float*>(xq + xs * t);
+    for (int r = 0; r < 8; ++r) {
+      float a0 = 0.f, a1 = 0.f;
+      for (int k = 0; k < n; k += 2) {
+        a0 = std::fma(fp16_to_fp32(v[k * 8 + r]), x[k], a0);
+        a1 = std::fma(fp16_to_fp32(v[(k + 1) * 8 + r]), x[k + 1], a1);
+      }
+      out[t * 8 + r] = a0 + a1;
+    }
+  }
+}
+
+}  // namespace
+
+void fill_scalar_gemm_x8(KernelTable& t) {
+  t.gemm_x8[static_cast<int>(GgmlType::Q8_0)] = gemm_32_scalar<BlockQ8_0x8, code_q8_0, 0>;
+  t.gemm_x8[static_cast<int>(GgmlType::Q4_0)] = gemm_32_scalar<BlockQ4_0x8, code_q4_0, 8>;
+  t.gemm_x8[static_cast<int>(GgmlType::Q5_0)] = gemm_32_scalar<BlockQ5_0x8, code_q5_0, 16>;
+  t.gemm_x8[static_cast<int>(GgmlType::Q4_K)] = gemm_q4_k_scalar;
+  t.gemm_x8[static_cast<int>(GgmlType::Q6_K)] = gemm_q6_k_scalar;
+  t.gemm_x8[static_cast<int>(GgmlType::F16)] = gemm_f16_scalar;
+}
+
+}  // namespace strata

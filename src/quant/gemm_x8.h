@@ -1,0 +1,61 @@
+// Weights repacked at load time so that 8 rows are multiplied at once: each vector lane holds one
+// output row, so a block's products land in the right lane without horizontal sums, one fp16
+// conversion yields 8 row scales, and every activation byte group is loaded once per 8 rows.
+// The packed group of 8 rows is as large as the 8 file rows (plus, for Q4_K, 3 % for scales
+// unpacked to bytes), so the repacked model is the size of the file.
+//
+// Layouts (one "x8 block" per 8 rows x one file block; r = row in the group, i = 0..3):
+//   Q8_0: d[8], qs[g*32 + r*4 + i] = code 4g+i of row r (g 0..7)
+//   Q4_0: d[8], qs[g*32 + r*4 + i] = byte 4g+i of row r (low nibble: code 4g+i, high: 16+4g+i)
+//   Q5_0: as Q4_0, plus qh[r*4 + i] whose bit g is the fifth bit of code 4g+i of row r
+//   Q4_K: d[8], dmin[8], 6-bit scales and mins unpacked to bytes sc[sub][r], mn[sub][r], and
+//         qs[j*256 + g*32 + r*4 + i] = byte 32j+4g+i of row r (sub-blocks 2j and 2j+1)
+//   Q6_K: d[8], sc[16][r], ql[G*32 + r*4 + i] = low 4 bits of codes 4G+i | 128+4G+i (G 0..31),
+//         qh[H*32 + r*4 + i] = top 2 bits of codes 4(H+16m)+i at bits 2m (H 0..15, m 0..3)
+//   F16:  v[k][r] for each column k
+//
+// The arithmetic of one output is fixed by the layout, never by how many activation rows go
+// through the kernel at once, so a request decoded alone or in a batch gets identical logits.
+// The scalar kernels are the reference: the SIMD ones match them bit for bit.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "quant/formats.h"
+
+namespace strata {
+
+#pragma pack(push, 1)
+struct BlockQ8_0x8 { uint16_t d[8]; int8_t qs[256]; };
+struct BlockQ4_0x8 { uint16_t d[8]; uint8_t qs[128]; };
+struct BlockQ5_0x8 { uint16_t d[8]; uint8_t qh[32]; uint8_t qs[128]; };
+struct BlockQ4_Kx8 { uint16_t d[8], dmin[8]; uint8_t sc[8][8], mn[8][8]; uint8_t qs[1024]; };
+struct BlockQ6_Kx8 { uint16_t d[8]; int8_t sc[16][8]; uint8_t ql[1024]; uint8_t qh[512]; };
+#pragma pack(pop)
+
+// Rows per packed group, and activation rows one kernel call takes at most.
+constexpr int kPackRows = 8;
+constexpr int kPackMaxTokens = 4;
+
+// Whether a packed layout exists for the format.
+bool packable(GgmlType t);
+// Bytes of one packed group of 8 rows of `cols` elements.
+size_t packed_group_bytes(GgmlType t, int64_t cols);
+// Packs 8 consecutive file rows (row_stride bytes apart) into dst (packed_group_bytes).
+void pack_rows8(GgmlType t, const uint8_t* rows, size_t row_stride, int64_t cols, uint8_t* dst);
+
+// out[t * 8 + r] = row r of the packed group . activation row t, for t < ntok (1..4).
+// xq: activation rows quantized to activation_type(t), xq_stride bytes apart. xsum: for Q8_0
+// activations, the sum of each block's 32 codes (xsum_stride ints apart); unused otherwise.
+// For F16 weights xq holds f32 activations.
+using GemmX8Fn = void (*)(int n, const uint8_t* w, const uint8_t* xq, size_t xq_stride, const int32_t* xsum,
+                          size_t xsum_stride, int ntok, float* out);
+
+// Sum of each block's codes for a row of Q8_0 blocks (the xsum argument above).
+void q8_0_block_sums(const uint8_t* xq, int64_t n, int32_t* sums);
+
+struct KernelTable;
+void fill_scalar_gemm_x8(KernelTable& t);
+void fill_avx2_gemm_x8(KernelTable& t);  // defined in the AVX2 file
+
+}  // namespace strata

@@ -1,0 +1,282 @@
+// AVX2 kernels on the 8-row packed layouts (gemm_x8.h). Lane r of every vector is row r of the
+// group: four codes of each row sit side by side, so maddubs against four broadcast activation
+// bytes gives each row's partial dot product in its own pair of 16-bit lanes. Integer sums are
+// exact (the 16-bit partial sums are bounded below 32767 as noted per format), and the float
+// steps are those of the scalar reference, in the same order.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "quant/gemm_x8.h"
+#include "quant/kernels.h"
+#include "quant/simd_avx2_blocks.h"
+
+namespace strata {
+namespace {
+
+inline __m256i bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+inline __m256 load_d8(const uint16_t* d) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d))); }
+inline __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+// Eight unsigned (or signed) bytes widened to 32-bit lanes holding the value twice as 16 bits,
+// the form madd needs to scale a row's pair of 16-bit partial sums.
+inline __m256i scale_pairs_u8(const uint8_t* p) {
+  __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
+}
+inline __m256i scale_pairs_i8(const int8_t* p) {
+  __m256i v = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(v, 16));
+}
+// Lane r = (a[r], b[r]) as two 16-bit values, for madd against a broadcast pair.
+inline __m256i pair_u8(const uint8_t* a, const uint8_t* b) {
+  __m256i va = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a)));
+  __m256i vb = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b)));
+  return _mm256_or_si256(va, _mm256_slli_epi32(vb, 16));
+}
+inline __m256i pair_i8(const int8_t* a, const int8_t* b) {
+  __m256i va = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a)));
+  __m256i vb = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b)));
+  return _mm256_or_si256(_mm256_and_si256(va, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(vb, 16));
+}
+inline __m256i bcast_pair(int lo, int hi) {
+  return _mm256_set1_epi32(static_cast<int32_t>((static_cast<uint32_t>(lo) & 0xFFFFu) | (static_cast<uint32_t>(hi) << 16)));
+}
+
+// ---- 32-value formats on Q8_0 activations ----
+
+// Unsigned codes of the eight 4-value groups of a Q4_0 / Q5_0 x8 block (group g pairs with
+// activation bytes 4g..4g+3).
+inline void codes_q4_0(const BlockQ4_0x8& b, __m256i* c) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  for (int q = 0; q < 4; ++q) {
+    __m256i v = load256(b.qs + 32 * q);
+    c[q] = _mm256_and_si256(v, m4);
+    c[q + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+  }
+}
+struct Q4_0x8 {
+  using Block = BlockQ4_0x8;
+  static constexpr int kOffset = 8, kPerSum = 8;  // 8 * 2*15*127 = 30480 fits 16 bits
+  static void codes(const Block& b, __m256i* c) { codes_q4_0(b, c); }
+};
+struct Q5_0x8 {
+  using Block = BlockQ5_0x8;
+  static constexpr int kOffset = 16, kPerSum = 4;  // 4 * 2*31*127 = 31496 fits 16 bits
+  static void codes(const Block& b, __m256i* c) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), bit5 = _mm256_set1_epi8(0x10);
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
+    for (int q = 0; q < 4; ++q) {
+      __m256i v = load256(b.qs + 32 * q);
+      c[q] = _mm256_and_si256(v, m4);
+      c[q + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    }
+    for (int g = 0; g < 8; ++g) {
+      const __m256i sel = _mm256_set1_epi8(static_cast<char>(1 << g));
+      c[g] = _mm256_or_si256(c[g], _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, sel), sel), bit5));
+    }
+  }
+};
+
+template <typename F, int NT>
+void gemm_unsigned32(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int32_t* xsum, size_t xss,
+                     float* out) {
+  const auto* b = reinterpret_cast<const typename F::Block*>(w);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int ib = 0; ib < n / 32; ++ib) {
+    __m256i c[8];
+    F::codes(b[ib], c);
+    const __m256 dw = load_d8(b[ib].d);
+    for (int t = 0; t < NT; ++t) {
+      const BlockQ8_0& y = reinterpret_cast<const BlockQ8_0*>(xq + xs * t)[ib];
+      __m256i s32 = _mm256_setzero_si256();
+      for (int g0 = 0; g0 < 8; g0 += F::kPerSum) {
+        __m256i s16 = _mm256_maddubs_epi16(c[g0], bcast4(y.qs + 4 * g0));
+        for (int g = g0 + 1; g < g0 + F::kPerSum; ++g)
+          s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(c[g], bcast4(y.qs + 4 * g)));
+        s32 = _mm256_add_epi32(s32, _mm256_madd_epi16(s16, ones));
+      }
+      s32 = _mm256_sub_epi32(s32, _mm256_set1_epi32(F::kOffset * xsum[xss * t + ib]));
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(h2f(y.d))), _mm256_cvtepi32_ps(s32), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, acc[t]);
+}
+
+// Q8_0: signed codes, so the sign goes onto the activations; a pair of products can reach
+// 2*128*127, so each maddubs result is widened at once.
+template <int NT>
+void gemm_q8_0(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int32_t*, size_t, float* out) {
+  const auto* b = reinterpret_cast<const BlockQ8_0x8*>(w);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int ib = 0; ib < n / 32; ++ib) {
+    __m256i c[8], a[8];
+    for (int g = 0; g < 8; ++g) {
+      c[g] = load256(reinterpret_cast<const uint8_t*>(b[ib].qs) + 32 * g);
+      a[g] = _mm256_sign_epi8(c[g], c[g]);
+    }
+    const __m256 dw = load_d8(b[ib].d);
+    for (int t = 0; t < NT; ++t) {
+      const BlockQ8_0& y = reinterpret_cast<const BlockQ8_0*>(xq + xs * t)[ib];
+      __m256i s32 = _mm256_setzero_si256();
+      for (int g = 0; g < 8; ++g) {
+        __m256i p = _mm256_maddubs_epi16(a[g], _mm256_sign_epi8(bcast4(y.qs + 4 * g), c[g]));
+        s32 = _mm256_add_epi32(s32, _mm256_madd_epi16(p, ones));
+      }
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(h2f(y.d))), _mm256_cvtepi32_ps(s32), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, acc[t]);
+}
+
+// ---- K-quants on Q8_K activations ----
+
+// Q4_K: a sub-block's eight maddubs results (each pair below 2*15*127) sum exactly in 16 bits,
+// then madd applies the row's 6-bit scale.
+template <int NT>
+void gemm_q4_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int32_t*, size_t, float* out) {
+  const auto* b = reinterpret_cast<const BlockQ4_Kx8*>(w);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int ib = 0; ib < n / 256; ++ib) {
+    const BlockQ4_Kx8& B = b[ib];
+    const BlockQ8_K* y[NT];
+    for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
+    __m256i isum[NT];
+    for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+    for (int s = 0; s < 8; ++s) {
+      const int j = s / 2;
+      __m256i s16[NT];
+      for (int g = 0; g < 8; ++g) {
+        __m256i v = load256(B.qs + j * 256 + g * 32);
+        __m256i c = (s & 1) ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
+        for (int t = 0; t < NT; ++t) {
+          __m256i p = _mm256_maddubs_epi16(c, bcast4(y[t]->qs + 32 * s + 4 * g));
+          s16[t] = g ? _mm256_add_epi16(s16[t], p) : p;
+        }
+      }
+      const __m256i scv = scale_pairs_u8(B.sc[s]);
+      for (int t = 0; t < NT; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], scv));
+    }
+    __m256i mins[4];
+    for (int p = 0; p < 4; ++p) mins[p] = pair_u8(B.mn[2 * p], B.mn[2 * p + 1]);
+    const __m256 dw = load_d8(B.d), dm = load_d8(B.dmin);
+    for (int t = 0; t < NT; ++t) {
+      const int16_t* bs = y[t]->bsums;
+      __m256i m32 = _mm256_setzero_si256();
+      for (int p = 0; p < 4; ++p)
+        m32 = _mm256_add_epi32(
+            m32, _mm256_madd_epi16(mins[p], bcast_pair(bs[4 * p] + bs[4 * p + 1], bs[4 * p + 2] + bs[4 * p + 3])));
+      const __m256 dx = _mm256_set1_ps(y[t]->d);
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+      acc[t] = _mm256_fnmadd_ps(_mm256_mul_ps(dm, dx), _mm256_cvtepi32_ps(m32), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, acc[t]);
+}
+
+// Q6_K: codes up to 63, so two maddubs results (2 * 2*63*127 = 32004) sum exactly in 16 bits
+// before the row's 8-bit group scale is applied.
+inline __m256i code_q6_k(const BlockQ6_Kx8& B, int G) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
+  __m256i lo = load256(B.ql + (G % 32) * 32);
+  lo = G < 32 ? _mm256_and_si256(lo, m4) : _mm256_and_si256(_mm256_srli_epi16(lo, 4), m4);
+  __m256i hi = _mm256_and_si256(_mm256_srli_epi16(load256(B.qh + (G % 16) * 32), 2 * (G / 16)), m3);
+  return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+}
+
+template <int NT>
+void gemm_q6_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int32_t*, size_t, float* out) {
+  const auto* b = reinterpret_cast<const BlockQ6_Kx8*>(w);
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int ib = 0; ib < n / 256; ++ib) {
+    const BlockQ6_Kx8& B = b[ib];
+    const BlockQ8_K* y[NT];
+    for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
+    __m256i isum[NT];
+    for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+    for (int s = 0; s < 16; ++s) {
+      const __m256i scv = scale_pairs_i8(B.sc[s]);
+      for (int q = 0; q < 2; ++q) {
+        const int G = 4 * s + 2 * q;
+        const __m256i c0 = code_q6_k(B, G), c1 = code_q6_k(B, G + 1);
+        for (int t = 0; t < NT; ++t) {
+          __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(c0, bcast4(y[t]->qs + 4 * G)),
+                                         _mm256_maddubs_epi16(c1, bcast4(y[t]->qs + 4 * G + 4)));
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16, scv));
+        }
+      }
+    }
+    __m256i scp[8];
+    for (int p = 0; p < 8; ++p) scp[p] = pair_i8(B.sc[2 * p], B.sc[2 * p + 1]);
+    const __m256 dw = load_d8(B.d);
+    for (int t = 0; t < NT; ++t) {
+      const int16_t* bs = y[t]->bsums;
+      __m256i off = _mm256_setzero_si256();
+      for (int p = 0; p < 8; ++p) off = _mm256_add_epi32(off, _mm256_madd_epi16(scp[p], bcast_pair(bs[2 * p], bs[2 * p + 1])));
+      const __m256i total = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(off, 5));
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(y[t]->d)), _mm256_cvtepi32_ps(total), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, acc[t]);
+}
+
+// ---- F16 on f32 activations: two chains per output (even and odd columns) ----
+template <int NT>
+void gemm_f16(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int32_t*, size_t, float* out) {
+  const auto* v = reinterpret_cast<const uint16_t*>(w);
+  const float* x[NT];
+  for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const float*>(xq + xs * t);
+  __m256 a0[NT], a1[NT];
+  for (int t = 0; t < NT; ++t) a0[t] = a1[t] = _mm256_setzero_ps();
+  for (int k = 0; k < n; k += 2) {
+    const __m256 w0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + 8 * k)));
+    const __m256 w1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + 8 * k + 8)));
+    for (int t = 0; t < NT; ++t) {
+      a0[t] = _mm256_fmadd_ps(w0, _mm256_broadcast_ss(x[t] + k), a0[t]);
+      a1[t] = _mm256_fmadd_ps(w1, _mm256_broadcast_ss(x[t] + k + 1), a1[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, _mm256_add_ps(a0[t], a1[t]));
+}
+
+template <template <int> class K>
+struct Dispatch {
+  static void run(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int32_t* xsum, size_t xss, int ntok,
+                  float* out) {
+    switch (ntok) {
+      case 1: K<1>::f(n, w, xq, xs, xsum, xss, out); break;
+      case 2: K<2>::f(n, w, xq, xs, xsum, xss, out); break;
+      case 3: K<3>::f(n, w, xq, xs, xsum, xss, out); break;
+      default: K<4>::f(n, w, xq, xs, xsum, xss, out); break;
+    }
+  }
+};
+template <int NT> struct KQ8_0 { static constexpr auto f = gemm_q8_0<NT>; };
+template <int NT> struct KQ4_0 { static constexpr auto f = gemm_unsigned32<Q4_0x8, NT>; };
+template <int NT> struct KQ5_0 { static constexpr auto f = gemm_unsigned32<Q5_0x8, NT>; };
+template <int NT> struct KQ4_K { static constexpr auto f = gemm_q4_k<NT>; };
+template <int NT> struct KQ6_K { static constexpr auto f = gemm_q6_k<NT>; };
+template <int NT> struct KF16 { static constexpr auto f = gemm_f16<NT>; };
+
+}  // namespace
+
+void fill_avx2_gemm_x8(KernelTable& t) {
+  t.gemm_x8[static_cast<int>(GgmlType::Q8_0)] = Dispatch<KQ8_0>::run;
+  t.gemm_x8[static_cast<int>(GgmlType::Q4_0)] = Dispatch<KQ4_0>::run;
+  t.gemm_x8[static_cast<int>(GgmlType::Q5_0)] = Dispatch<KQ5_0>::run;
+  t.gemm_x8[static_cast<int>(GgmlType::Q4_K)] = Dispatch<KQ4_K>::run;
+  t.gemm_x8[static_cast<int>(GgmlType::Q6_K)] = Dispatch<KQ6_K>::run;
+  t.gemm_x8[static_cast<int>(GgmlType::F16)] = Dispatch<KF16>::run;
+}
+
+}  // namespace strata
