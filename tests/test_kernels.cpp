@@ -275,6 +275,27 @@ TEST_P(PackedKernels, MatmulOutputDoesNotDependOnBatchOrThreads) {
 INSTANTIATE_TEST_SUITE_P(Formats, PackedKernels, ::testing::ValuesIn(kPackFormats),
                          [](const auto& info) { return type_name(info.param); });
 
+TEST(Quant, SimdActivationQuantizersGiveTheReferenceBytes) {
+  if (simd_tables().empty()) GTEST_SKIP() << "CPU has no AVX2";
+  for (GgmlType at : {GgmlType::Q8_0, GgmlType::Q8_K}) {
+    const int n = 1024;
+    for (int trial = 0; trial < 40; ++trial) {
+      auto x = randn(n, 600 + trial, trial % 4 == 0 ? 1e-3f : 2.f);
+      if (trial % 5 == 1) std::fill(x.begin(), x.begin() + 256, 0.f);   // an all-zero block
+      if (trial % 5 == 2) x[200] = std::fabs(x[200]) + 9.f, x[3] = -x[200];  // two of largest magnitude
+      if (trial % 5 == 3)
+        for (int i = 0; i < n; ++i) x[i] = 0.5f * static_cast<float>(i % 7 - 3);  // exact halves: ties to even
+      std::vector<uint8_t> ref(row_bytes(at, n)), got(row_bytes(at, n));
+      quantize_row(at, x.data(), ref.data(), n);
+      for (const KernelTable* simd : simd_tables()) {
+        std::fill(got.begin(), got.end(), 0xAB);
+        simd->quantize_act[static_cast<int>(at)](x.data(), got.data(), n);
+        EXPECT_EQ(0, std::memcmp(ref.data(), got.data(), ref.size())) << simd->isa << " " << type_name(at) << " trial " << trial;
+      }
+    }
+  }
+}
+
 TEST(Quant, Q8ActivationQuantizerMatchesGgmlRounding) {
   // 127/amax scaling and ties to even: x = 0.5 * amax/127 * k lands exactly on .5 for odd k.
   std::vector<float> x(32, 0.f);

@@ -27,10 +27,12 @@ void quantize_activations(GgmlType at, const float* x, int n_tok, int cols, bool
   a.q.resize(a.row * n_tok);
   a.sums_row = want_sums ? static_cast<size_t>(cols / 32) : 0;
   a.sums.resize(a.sums_row * n_tok);
+  const QuantizeFn quantize = kernels().quantize_act[static_cast<int>(at)];
+  if (!quantize) throw Error("matmul: no quantizer for activations in " + type_name(at));
   pool.parallel_for(n_tok, 8, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       uint8_t* q = a.q.data() + t * a.row;
-      quantize_row(at, x + static_cast<size_t>(t) * cols, q, cols);
+      quantize(x + static_cast<size_t>(t) * cols, q, cols);
       if (want_sums) q8_0_block_sums(q, cols, a.sums.data() + t * a.sums_row);
     }
   });

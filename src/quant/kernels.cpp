@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common.h"
+#include "quant/quant.h"
 
 namespace strata {
 
@@ -39,6 +40,8 @@ const KernelTable& scalar_kernels() {
     KernelTable k;
     fill_scalar_kernels(k);
     fill_scalar_gemm_x8(k);
+    k.quantize_act[static_cast<int>(GgmlType::Q8_0)] = [](const float* x, void* d, int64_t n) { quantize_row(GgmlType::Q8_0, x, d, n); };
+    k.quantize_act[static_cast<int>(GgmlType::Q8_K)] = [](const float* x, void* d, int64_t n) { quantize_row(GgmlType::Q8_K, x, d, n); };
     return k;
   }();
   return t;
@@ -52,6 +55,7 @@ const KernelTable* avx2_kernels() {
     fill_scalar_kernels(k);  // formats without a SIMD kernel keep the portable one
     fill_avx2_kernels(k);
     fill_avx2_gemm_x8(k);
+    fill_avx2_quantizers(k);
     return &k;
   }();
   return t;
