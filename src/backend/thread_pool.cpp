@@ -1,6 +1,7 @@
 #include "backend/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <set>
 #include <string>
@@ -14,7 +15,8 @@ ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    stop_ = true;
+    stop_.store(true, std::memory_order_release);
+    gen_.fetch_add(1, std::memory_order_release);
   }
   cv_start_.notify_all();
   for (auto& t : workers_) t.join();
@@ -43,19 +45,44 @@ void ThreadPool::run_chunks() {
   }
 }
 
+namespace {
+// Decode issues a few hundred parallel loops per token with little work between them: a waiting
+// thread spins this long before it blocks, so a loop starts without a wake-up system call.
+constexpr auto kSpin = std::chrono::microseconds(500);
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// Spins until pred() holds or kSpin passes; returns pred().
+template <typename Pred>
+bool spin_until(Pred pred) {
+  const auto until = std::chrono::steady_clock::now() + kSpin;
+  for (int i = 0;; ++i) {
+    if (pred()) return true;
+    cpu_relax();
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) return pred();
+  }
+}
+}  // namespace
+
 void ThreadPool::worker_loop() {
   uint64_t seen = 0;
   for (;;) {
-    {
+    if (!spin_until([&] { return gen_.load(std::memory_order_acquire) != seen; })) {
       std::unique_lock<std::mutex> lk(mu_);
-      cv_start_.wait(lk, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
+      ++sleepers_;
+      cv_start_.wait(lk, [&] { return stop_ || gen_.load(std::memory_order_acquire) != seen; });
+      --sleepers_;
     }
+    if (stop_.load(std::memory_order_acquire)) return;
+    seen = gen_.load(std::memory_order_acquire);
     run_chunks();
-    {
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lk(mu_);
-      if (--pending_ == 0) cv_done_.notify_one();
+      cv_done_.notify_one();
     }
   }
 }
@@ -69,19 +96,22 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
   }
   // About 4 chunks per thread balances uneven rows without much contention.
   int64_t chunk = std::max(grain, (n + 4 * n_threads_ - 1) / (4 * n_threads_));
+  fn_ = &fn;
+  n_ = n;
+  chunk_ = chunk;
+  next_.store(0, std::memory_order_relaxed);
+  pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
   {
+    // Under the lock so that a worker about to block cannot miss the new generation.
     std::lock_guard<std::mutex> lk(mu_);
-    fn_ = &fn;
-    n_ = n;
-    chunk_ = chunk;
-    next_.store(0);
-    pending_ = static_cast<int>(workers_.size());
-    ++generation_;
+    gen_.fetch_add(1, std::memory_order_release);
+    if (sleepers_ > 0) cv_start_.notify_all();
   }
-  cv_start_.notify_all();
   run_chunks();
-  std::unique_lock<std::mutex> lk(mu_);
-  cv_done_.wait(lk, [&] { return pending_ == 0; });
+  if (!spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; })) {
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_done_.wait(lk, [&] { return pending_.load(std::memory_order_acquire) == 0; });
+  }
   fn_ = nullptr;
 }
 

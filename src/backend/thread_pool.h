@@ -30,11 +30,12 @@ class ThreadPool {
 
   int n_threads_;
   std::vector<std::thread> workers_;
-  std::mutex mu_;
+  std::mutex mu_;  // guards sleeping and waking; the loop itself runs on the atomics below
   std::condition_variable cv_start_, cv_done_;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  std::atomic<uint64_t> gen_{0};  // bumped once per loop (and at shutdown)
+  std::atomic<int> pending_{0};   // workers that have not finished the current loop
+  std::atomic<bool> stop_{false};
+  int sleepers_ = 0;  // workers blocked on cv_start_ (under mu_)
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   int64_t n_ = 0, chunk_ = 1;
   std::atomic<int64_t> next_{0};

@@ -50,11 +50,16 @@ void gated_ffn(const Model& m, const Layer& L, Runtime& rt, Batch& b, Activation
   const int n = b.n;
   ops::matmul(L.ffn_gate, b.xn.data(), n, b.gate.data(), rt.pool);  // [n][n_ff]
   ops::matmul(L.ffn_up, b.xn.data(), n, b.up.data(), rt.pool);      // [n][n_ff]
-  const size_t total = static_cast<size_t>(n) * hp.n_ff;
-  if (act == Activation::SiLU)
-    ops::silu_mul(b.gate.data(), b.up.data(), b.gate.data(), static_cast<int>(total));
-  else
-    ops::gelu_tanh_mul(b.gate.data(), b.up.data(), b.gate.data(), static_cast<int>(total));
+  // Element-wise, so splitting it across threads cannot change a bit of the result.
+  const int64_t total = static_cast<int64_t>(n) * hp.n_ff;
+  rt.pool.parallel_for(total, 4096, [&](int64_t i0, int64_t i1) {
+    float* g = b.gate.data() + i0;
+    const float* u = b.up.data() + i0;
+    if (act == Activation::SiLU)
+      ops::silu_mul(g, u, g, static_cast<int>(i1 - i0));
+    else
+      ops::gelu_tanh_mul(g, u, g, static_cast<int>(i1 - i0));
+  });
   ops::matmul(L.ffn_down, b.gate.data(), n, b.out.data(), rt.pool);  // [n][n_embd]
 }
 
