@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Aggregate generation throughput of `strata serve` with 1, 2, 4, 8 concurrent streams.
-Usage: bench-serve.py STRATA_BINARY MODEL.gguf [tokens per stream]. Prints a table and JSON."""
+Usage: bench-serve.py STRATA_BINARY MODEL.gguf [tokens per stream] [rounds]. Each round measures every
+stream count once, in turn, so slow phases of a noisy machine hit all of them alike; the table
+gives the median over rounds. Prints a table and JSON."""
 import concurrent.futures as cf
 import json
 import re
@@ -12,6 +14,7 @@ import urllib.request
 
 strata, model = sys.argv[1], sys.argv[2]
 n_tokens = int(sys.argv[3]) if len(sys.argv) > 3 else 64
+rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 3
 proc = subprocess.Popen([strata, "serve", "-m", model, "--port", "0", "--parallel", "8", "--ctx", "1024"],
                         stderr=subprocess.PIPE, text=True)
 port = int(re.search(r":(\d+)/", proc.stderr.readline()).group(1))
@@ -34,13 +37,18 @@ def one(i):
 
 
 one(0)  # warm-up
-results = {}
-for streams in (1, 2, 4, 8):
-    t0 = time.time()
-    with cf.ThreadPoolExecutor(streams) as ex:
-        tokens = sum(ex.map(one, range(streams)))
-    dt = time.time() - t0
-    results[streams] = tokens / dt
-    print(f"| {streams} streams | {tokens} tokens | {dt:6.2f} s | {tokens / dt:7.2f} tok/s aggregate | {tokens / dt / results[1]:4.2f}x |")
+levels = (1, 2, 4, 8)
+samples = {n: [] for n in levels}
+for _ in range(rounds):
+    for streams in levels:
+        t0 = time.time()
+        with cf.ThreadPoolExecutor(streams) as ex:
+            tokens = sum(ex.map(one, range(streams)))
+        samples[streams].append(tokens / (time.time() - t0))
+results = {n: sorted(v)[len(v) // 2] for n, v in samples.items()}
+for streams in levels:
+    print(f"| {streams} streams | {streams * n_tokens} tokens each round | {results[streams]:7.2f} tok/s aggregate "
+          f"(median of {rounds}) | {results[streams] / results[1]:4.2f}x |")
 proc.terminate()
-print(json.dumps({"model": model, "tokens_per_stream": n_tokens, "aggregate_tokens_per_s": results}))
+print(json.dumps({"model": model, "tokens_per_stream": n_tokens, "rounds": rounds, "aggregate_tokens_per_s": results,
+                  "samples": samples}))
