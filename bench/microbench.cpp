@@ -103,7 +103,7 @@ void BM_Matvec(benchmark::State& state, GgmlType t) {
 // Prefill shape: a 896 x 4864 matrix (the FFN down projection of a 0.5B model) times 128
 // activation rows on one thread; items are multiply-adds, so items/s is the GEMM's MAC rate.
 void BM_Matmul(benchmark::State& state, GgmlType t) {
-  const int64_t cols = 4864, rows = 896;
+  const int64_t cols = std::getenv("MM_COLS") ? atoi(std::getenv("MM_COLS")) : 4864, rows = 896 * 4864 / cols;
   const int ntok = 128;
   auto w = make_rows(t, cols, rows, 4);
   ops::Matrix m{t, rows, cols, w.data(), row_bytes(t, cols)};

@@ -390,6 +390,31 @@ TEST(Ops, MatmulMatchesReferenceAcrossThreadCounts) {
       EXPECT_NEAR(y1[t * rows + r], dot_row_ref(GgmlType::Q4_K, cols, m.row(r), xa.data() + t * cols), 1e-3);
 }
 
+// Against the same functions in double precision. (The scalar gelu reference, 0.5x(1 + tanh a),
+// loses relative accuracy where tanh a is near -1; the vector form x / (1 + exp(-2a)) does not.)
+TEST(Ops, VectorActivationsMatchDoublePrecision) {
+  if (simd_tables().empty()) GTEST_SKIP() << "CPU has no AVX2";
+  const int n = 1003;  // a tail shorter than a vector
+  auto g = randn(n, 5, 4.f), u = randn(n, 6);
+  g[0] = 95.f, g[1] = -95.f, g[2] = 0.f, g[3] = -1e-30f, g[4] = 30.f, g[5] = -30.f;  // beyond exp's range, zero, tiny
+  for (const KernelTable* k : simd_tables()) {
+    for (int which = 0; which < 2; ++which) {
+      std::vector<float> got(n), ref(n);
+      (which ? k->gelu_tanh_mul : k->silu_mul)(g.data(), u.data(), got.data(), n);
+      if (!which) ops::silu_mul_ref(g.data(), u.data(), ref.data(), n);
+      for (int i = 0; i < n; ++i) {
+        const double x = g[i];
+        const double z = which ? 2 * 0.79788456080286535588 * x * (1 + 0.044715 * x * x) : x;
+        const double want = x / (1 + std::exp(-z)) * u[i];
+        EXPECT_NEAR(got[i], want, 4e-6 * std::fabs(want) + 1e-30) << (which ? "gelu" : "silu") << " g=" << g[i];
+        if (!which) {
+          EXPECT_NEAR(ref[i], want, 4e-6 * std::fabs(want) + 1e-30) << "silu reference g=" << g[i];
+        }
+      }
+    }
+  }
+}
+
 TEST(Ops, RopeVariantsRotatePairs) {
   std::vector<float> a = {1, 0, 0, 0}, b = {1, 0, 0, 0};
   ops::rope(a.data(), 1, 4, 4, 1, 10000.f, false);  // pairs (0,1), (2,3)

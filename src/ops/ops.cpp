@@ -1,5 +1,7 @@
 #include "ops/ops.h"
 
+#include "quant/kernels.h"
+
 #include <cmath>
 
 namespace strata::ops {
@@ -44,10 +46,20 @@ void softmax(float* x, int n) {
 }
 
 void silu_mul(const float* g, const float* u, float* out, int n) {
-  for (int i = 0; i < n; ++i) out[i] = g[i] / (1.f + std::exp(-g[i])) * u[i];
+  if (const GatedActFn f = kernels().silu_mul) return f(g, u, out, n);
+  silu_mul_ref(g, u, out, n);
 }
 
 void gelu_tanh_mul(const float* g, const float* u, float* out, int n) {
+  if (const GatedActFn f = kernels().gelu_tanh_mul) return f(g, u, out, n);
+  gelu_tanh_mul_ref(g, u, out, n);
+}
+
+void silu_mul_ref(const float* g, const float* u, float* out, int n) {
+  for (int i = 0; i < n; ++i) out[i] = g[i] / (1.f + std::exp(-g[i])) * u[i];
+}
+
+void gelu_tanh_mul_ref(const float* g, const float* u, float* out, int n) {
   constexpr float kSqrt2OverPi = 0.79788456080286535588f;
   for (int i = 0; i < n; ++i) {
     float x = g[i];

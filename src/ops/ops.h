@@ -34,8 +34,12 @@ void rms_norm(const float* x, const float* w, int n, float eps, float* y);
 // neox: pairs (i, i + n_rot/2); otherwise adjacent pairs (2i, 2i+1).
 void rope(float* x, int n_head, int head_dim, int n_rot, int pos, float base, bool neox);
 void softmax(float* x, int n);
+// Gated activations through the kernel table (vector exp where the CPU has one)...
 void silu_mul(const float* gate, const float* up, float* out, int n);       // silu(gate) * up
 void gelu_tanh_mul(const float* gate, const float* up, float* out, int n);  // gelu(gate) * up
+// ...and their scalar references (std::exp, std::tanh).
+void silu_mul_ref(const float* gate, const float* up, float* out, int n);
+void gelu_tanh_mul_ref(const float* gate, const float* up, float* out, int n);
 void add(float* x, const float* y, int n);                                   // x += y
 void scale(float* x, float s, int n);
 

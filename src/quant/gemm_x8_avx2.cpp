@@ -11,6 +11,13 @@
 #include "quant/kernels.h"
 #include "quant/simd_avx2_blocks.h"
 
+// Full unrolling before scalar replacement keeps per-token accumulator arrays in registers
+// (otherwise GCC keeps a stack copy and stores it on every iteration).
+#define STRATA_UNROLL _Pragma("GCC unroll 16")
+// Pins a running sum to a register at this point: without it GCC reassociates the unrolled sums
+// into trees whose many live products spill to the stack.
+#define STRATA_KEEP(v) __asm__("" : "+x"(v))
+
 namespace strata {
 namespace {
 
@@ -48,36 +55,28 @@ inline __m256i bcast_pair(int lo, int hi) {
 
 // ---- 32-value formats on Q8_0 activations ----
 
-// Unsigned codes of the eight 4-value groups of a Q4_0 / Q5_0 x8 block (group g pairs with
-// activation bytes 4g..4g+3).
-inline void codes_q4_0(const BlockQ4_0x8& b, __m256i* c) {
+// Unsigned codes of 4-value group g (0..7) of a Q4_0 / Q5_0 x8 block: group g pairs with
+// activation bytes 4g..4g+3. Codes are made one group at a time and used at once by every
+// activation row, which keeps the accumulators of four rows in registers.
+inline __m256i nibble_group(const uint8_t* qs, int g) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
-  for (int q = 0; q < 4; ++q) {
-    __m256i v = load256(b.qs + 32 * q);
-    c[q] = _mm256_and_si256(v, m4);
-    c[q + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-  }
+  const __m256i v = load256(qs + 32 * (g % 4));
+  return g < 4 ? _mm256_and_si256(v, m4) : _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
 }
+
 struct Q4_0x8 {
   using Block = BlockQ4_0x8;
   static constexpr int kOffset = 8, kPerSum = 8;  // 8 * 2*15*127 = 30480 fits 16 bits
-  static void codes(const Block& b, __m256i* c) { codes_q4_0(b, c); }
+  static __m256i code(const Block& b, int g) { return nibble_group(b.qs, g); }
 };
 struct Q5_0x8 {
   using Block = BlockQ5_0x8;
   static constexpr int kOffset = 16, kPerSum = 4;  // 4 * 2*31*127 = 31496 fits 16 bits
-  static void codes(const Block& b, __m256i* c) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), bit5 = _mm256_set1_epi8(0x10);
+  static __m256i code(const Block& b, int g) {
+    const __m256i sel = _mm256_set1_epi8(static_cast<char>(1 << g));
     const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
-    for (int q = 0; q < 4; ++q) {
-      __m256i v = load256(b.qs + 32 * q);
-      c[q] = _mm256_and_si256(v, m4);
-      c[q + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-    }
-    for (int g = 0; g < 8; ++g) {
-      const __m256i sel = _mm256_set1_epi8(static_cast<char>(1 << g));
-      c[g] = _mm256_or_si256(c[g], _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, sel), sel), bit5));
-    }
+    const __m256i bit5 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, sel), sel), _mm256_set1_epi8(0x10));
+    return _mm256_or_si256(nibble_group(b.qs, g), bit5);
   }
 };
 
@@ -87,25 +86,33 @@ void gemm_unsigned32(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
   const auto* b = reinterpret_cast<const typename F::Block*>(w);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int ib = 0; ib < n / 32; ++ib) {
-    __m256i c[8];
-    F::codes(b[ib], c);
-    const __m256 dw = load_d8(b[ib].d);
-    for (int t = 0; t < NT; ++t) {
-      const BlockQ8_0& y = reinterpret_cast<const BlockQ8_0*>(xq + xs * t)[ib];
-      __m256i s32 = _mm256_setzero_si256();
-      for (int g0 = 0; g0 < 8; g0 += F::kPerSum) {
-        __m256i s16 = _mm256_maddubs_epi16(c[g0], bcast4(y.qs + 4 * g0));
-        for (int g = g0 + 1; g < g0 + F::kPerSum; ++g)
-          s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(c[g], bcast4(y.qs + 4 * g)));
-        s32 = _mm256_add_epi32(s32, _mm256_madd_epi16(s16, ones));
+    const BlockQ8_0* y[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_0*>(xq + xs * t) + ib;
+    __m256i s32[NT];
+    STRATA_UNROLL for (int g0 = 0; g0 < 8; g0 += F::kPerSum) {
+      __m256i s16[NT];
+      STRATA_UNROLL for (int g = g0; g < g0 + F::kPerSum; ++g) {
+        const __m256i c = F::code(b[ib], g);
+        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+          const __m256i p = _mm256_maddubs_epi16(c, bcast4(y[t]->qs + 4 * g));
+          s16[t] = g == g0 ? p : _mm256_add_epi16(s16[t], p);
+          STRATA_KEEP(s16[t]);
+        }
       }
-      s32 = _mm256_sub_epi32(s32, _mm256_set1_epi32(F::kOffset * xsum[xss * t + ib]));
-      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(h2f(y.d))), _mm256_cvtepi32_ps(s32), acc[t]);
+      STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+        const __m256i p = _mm256_madd_epi16(s16[t], ones);
+        s32[t] = g0 == 0 ? p : _mm256_add_epi32(s32[t], p);
+      }
+    }
+    const __m256 dw = load_d8(b[ib].d);
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+      const __m256i v = _mm256_sub_epi32(s32[t], _mm256_set1_epi32(F::kOffset * xsum[xss * t + ib]));
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(h2f(y[t]->d))), _mm256_cvtepi32_ps(v), acc[t]);
     }
   }
-  for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, acc[t]);
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, acc[t]);
 }
 
 // Q8_0: signed codes, so the sign goes onto the activations; a pair of products can reach
@@ -115,25 +122,25 @@ void gemm_q8_0(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int3
   const auto* b = reinterpret_cast<const BlockQ8_0x8*>(w);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int ib = 0; ib < n / 32; ++ib) {
-    __m256i c[8], a[8];
-    for (int g = 0; g < 8; ++g) {
-      c[g] = load256(reinterpret_cast<const uint8_t*>(b[ib].qs) + 32 * g);
-      a[g] = _mm256_sign_epi8(c[g], c[g]);
+    const BlockQ8_0* y[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_0*>(xq + xs * t) + ib;
+    __m256i s32[NT];
+    STRATA_UNROLL for (int g = 0; g < 8; ++g) {
+      const __m256i c = load256(reinterpret_cast<const uint8_t*>(b[ib].qs) + 32 * g);
+      const __m256i a = _mm256_sign_epi8(c, c);
+      STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+        const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(a, _mm256_sign_epi8(bcast4(y[t]->qs + 4 * g), c)), ones);
+        s32[t] = g == 0 ? p : _mm256_add_epi32(s32[t], p);
+        STRATA_KEEP(s32[t]);
+      }
     }
     const __m256 dw = load_d8(b[ib].d);
-    for (int t = 0; t < NT; ++t) {
-      const BlockQ8_0& y = reinterpret_cast<const BlockQ8_0*>(xq + xs * t)[ib];
-      __m256i s32 = _mm256_setzero_si256();
-      for (int g = 0; g < 8; ++g) {
-        __m256i p = _mm256_maddubs_epi16(a[g], _mm256_sign_epi8(bcast4(y.qs + 4 * g), c[g]));
-        s32 = _mm256_add_epi32(s32, _mm256_madd_epi16(p, ones));
-      }
-      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(h2f(y.d))), _mm256_cvtepi32_ps(s32), acc[t]);
-    }
+    STRATA_UNROLL for (int t = 0; t < NT; ++t)
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(h2f(y[t]->d))), _mm256_cvtepi32_ps(s32[t]), acc[t]);
   }
-  for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, acc[t]);
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, acc[t]);
 }
 
 // ---- K-quants on Q8_K activations ----
@@ -145,31 +152,31 @@ void gemm_q4_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int3
   const auto* b = reinterpret_cast<const BlockQ4_Kx8*>(w);
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256 acc[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int ib = 0; ib < n / 256; ++ib) {
     const BlockQ4_Kx8& B = b[ib];
     const BlockQ8_K* y[NT];
-    for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
     __m256i isum[NT];
-    for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
     for (int s = 0; s < 8; ++s) {
       const int j = s / 2;
       __m256i s16[NT];
       for (int g = 0; g < 8; ++g) {
         __m256i v = load256(B.qs + j * 256 + g * 32);
         __m256i c = (s & 1) ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
-        for (int t = 0; t < NT; ++t) {
+        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
           __m256i p = _mm256_maddubs_epi16(c, bcast4(y[t]->qs + 32 * s + 4 * g));
           s16[t] = g ? _mm256_add_epi16(s16[t], p) : p;
         }
       }
       const __m256i scv = scale_pairs_u8(B.sc[s]);
-      for (int t = 0; t < NT; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], scv));
+      STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], scv));
     }
     __m256i mins[4];
     for (int p = 0; p < 4; ++p) mins[p] = pair_u8(B.mn[2 * p], B.mn[2 * p + 1]);
     const __m256 dw = load_d8(B.d), dm = load_d8(B.dmin);
-    for (int t = 0; t < NT; ++t) {
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) {
       const int16_t* bs = y[t]->bsums;
       __m256i m32 = _mm256_setzero_si256();
       for (int p = 0; p < 4; ++p)
@@ -180,7 +187,7 @@ void gemm_q4_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int3
       acc[t] = _mm256_fnmadd_ps(_mm256_mul_ps(dm, dx), _mm256_cvtepi32_ps(m32), acc[t]);
     }
   }
-  for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, acc[t]);
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, acc[t]);
 }
 
 // Q6_K: codes up to 63, so two maddubs results (2 * 2*63*127 = 32004) sum exactly in 16 bits
@@ -197,19 +204,19 @@ template <int NT>
 void gemm_q6_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int32_t*, size_t, float* out) {
   const auto* b = reinterpret_cast<const BlockQ6_Kx8*>(w);
   __m256 acc[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int ib = 0; ib < n / 256; ++ib) {
     const BlockQ6_Kx8& B = b[ib];
     const BlockQ8_K* y[NT];
-    for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
     __m256i isum[NT];
-    for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
     for (int s = 0; s < 16; ++s) {
       const __m256i scv = scale_pairs_i8(B.sc[s]);
       for (int q = 0; q < 2; ++q) {
         const int G = 4 * s + 2 * q;
         const __m256i c0 = code_q6_k(B, G), c1 = code_q6_k(B, G + 1);
-        for (int t = 0; t < NT; ++t) {
+        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
           __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(c0, bcast4(y[t]->qs + 4 * G)),
                                          _mm256_maddubs_epi16(c1, bcast4(y[t]->qs + 4 * G + 4)));
           isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16, scv));
@@ -219,7 +226,7 @@ void gemm_q6_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int3
     __m256i scp[8];
     for (int p = 0; p < 8; ++p) scp[p] = pair_i8(B.sc[2 * p], B.sc[2 * p + 1]);
     const __m256 dw = load_d8(B.d);
-    for (int t = 0; t < NT; ++t) {
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) {
       const int16_t* bs = y[t]->bsums;
       __m256i off = _mm256_setzero_si256();
       for (int p = 0; p < 8; ++p) off = _mm256_add_epi32(off, _mm256_madd_epi16(scp[p], bcast_pair(bs[2 * p], bs[2 * p + 1])));
@@ -227,7 +234,7 @@ void gemm_q6_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int3
       acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(y[t]->d)), _mm256_cvtepi32_ps(total), acc[t]);
     }
   }
-  for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, acc[t]);
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, acc[t]);
 }
 
 // ---- F16 on f32 activations: two chains per output (even and odd columns) ----
@@ -235,18 +242,18 @@ template <int NT>
 void gemm_f16(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int32_t*, size_t, float* out) {
   const auto* v = reinterpret_cast<const uint16_t*>(w);
   const float* x[NT];
-  for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const float*>(xq + xs * t);
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const float*>(xq + xs * t);
   __m256 a0[NT], a1[NT];
-  for (int t = 0; t < NT; ++t) a0[t] = a1[t] = _mm256_setzero_ps();
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) a0[t] = a1[t] = _mm256_setzero_ps();
   for (int k = 0; k < n; k += 2) {
     const __m256 w0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + 8 * k)));
     const __m256 w1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + 8 * k + 8)));
-    for (int t = 0; t < NT; ++t) {
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) {
       a0[t] = _mm256_fmadd_ps(w0, _mm256_broadcast_ss(x[t] + k), a0[t]);
       a1[t] = _mm256_fmadd_ps(w1, _mm256_broadcast_ss(x[t] + k + 1), a1[t]);
     }
   }
-  for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, _mm256_add_ps(a0[t], a1[t]));
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, _mm256_add_ps(a0[t], a1[t]));
 }
 
 template <template <int> class K>

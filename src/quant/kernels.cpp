@@ -56,6 +56,7 @@ const KernelTable* avx2_kernels() {
     fill_avx2_kernels(k);
     fill_avx2_gemm_x8(k);
     fill_avx2_quantizers(k);
+    fill_avx2_activations(k);
     return &k;
   }();
   return t;

@@ -16,6 +16,8 @@ using QDotFn = float (*)(int n, const void* w, const void* xq);
 // unpacking; out[t] is bit-identical to QDotFn on row t.
 // Quantizes n activations to an activation format (Q8_0, Q8_K); the same bytes as quantize_row.
 using QuantizeFn = void (*)(const float* x, void* dst, int64_t n);
+// out = act(g) * u, element-wise (gated FFN activations).
+using GatedActFn = void (*)(const float* g, const float* u, float* out, int n);
 using QDotMultiFn = void (*)(int n, const void* w, const uint8_t* xq, size_t xq_stride, int ntok, float* out);
 
 // Activations are quantized once per matmul to the format ggml pairs with each weight format:
@@ -33,6 +35,8 @@ struct KernelTable {
   QDotMultiFn dotq_multi[kMaxTypes] = {};  // optional: several activation rows per weight row
   GemmX8Fn gemm_x8[kMaxTypes] = {};        // kernels on weights packed 8 rows at a time
   QuantizeFn quantize_act[kMaxTypes] = {};  // activation quantizers, by activation format
+  GatedActFn silu_mul = nullptr;            // vector versions; ops' scalar reference when null
+  GatedActFn gelu_tanh_mul = nullptr;
 
   DotFn dot_for(GgmlType t) const;          // throws when the format has no kernel
   DequantFn dequant_for(GgmlType t) const;  // throws when the format has no kernel
@@ -48,6 +52,7 @@ const KernelTable& kernels();
 void fill_scalar_kernels(KernelTable& t);
 void fill_avx2_kernels(KernelTable& t);    // defined in the AVX2 file
 void fill_avx512_kernels(KernelTable& t);
-void fill_avx2_quantizers(KernelTable& t);  // defined in the AVX2 quantizer file  // defined in the AVX-512 file (on top of the AVX2 table)
+void fill_avx2_quantizers(KernelTable& t);  // defined in the AVX2 quantizer file
+void fill_avx2_activations(KernelTable& t);  // defined in ops/activations_avx2.cpp  // defined in the AVX-512 file (on top of the AVX2 table)
 
 }  // namespace strata

@@ -1,0 +1,78 @@
+// AVX2 gated activations: silu(g) * u and gelu_tanh(g) * u with a vector exp (Cephes' degree-6
+// polynomial after reduction by ln 2; about 1 ulp), both in the form g / (1 + exp(-z)) * u.
+#include <immintrin.h>
+
+#include "quant/kernels.h"
+
+namespace strata {
+namespace {
+
+inline __m256 exp256(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3365f)), _mm256_set1_ps(88.3762f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  // r = x - n ln2, with ln2 split in two for an exact first product.
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  const __m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.f));
+  // times 2^n, through the exponent bits (n is within the normal range after the clamp)
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+
+// out = g / (1 + exp(-z)) * u
+inline __m256 gated(__m256 g, __m256 z, __m256 u) {
+  return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.f), exp256(_mm256_sub_ps(_mm256_setzero_ps(), z)))), u);
+}
+
+void silu_mul_avx2(const float* g, const float* u, float* out, int n) {
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(g + i);
+    _mm256_storeu_ps(out + i, gated(x, x, _mm256_loadu_ps(u + i)));
+  }
+  if (i < n) {
+    alignas(32) float gb[8] = {}, ub[8] = {}, ob[8];
+    for (int j = 0; i + j < n; ++j) gb[j] = g[i + j], ub[j] = u[i + j];
+    _mm256_store_ps(ob, gated(_mm256_load_ps(gb), _mm256_load_ps(gb), _mm256_load_ps(ub)));
+    for (int j = 0; i + j < n; ++j) out[i + j] = ob[j];
+  }
+}
+
+// 0.5 x (1 + tanh(a)) = x / (1 + exp(-2a)),  a = sqrt(2/pi) x (1 + 0.044715 x^2)
+inline __m256 gelu_arg2(__m256 x) {
+  const __m256 x2 = _mm256_mul_ps(x, x);
+  const __m256 a = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.79788456080286535588f), x),
+                                 _mm256_add_ps(_mm256_set1_ps(1.f), _mm256_mul_ps(_mm256_set1_ps(0.044715f), x2)));
+  return _mm256_add_ps(a, a);
+}
+
+void gelu_tanh_mul_avx2(const float* g, const float* u, float* out, int n) {
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(g + i);
+    _mm256_storeu_ps(out + i, gated(x, gelu_arg2(x), _mm256_loadu_ps(u + i)));
+  }
+  if (i < n) {
+    alignas(32) float gb[8] = {}, ub[8] = {}, ob[8];
+    for (int j = 0; i + j < n; ++j) gb[j] = g[i + j], ub[j] = u[i + j];
+    const __m256 x = _mm256_load_ps(gb);
+    _mm256_store_ps(ob, gated(x, gelu_arg2(x), _mm256_load_ps(ub)));
+    for (int j = 0; i + j < n; ++j) out[i + j] = ob[j];
+  }
+}
+
+}  // namespace
+
+void fill_avx2_activations(KernelTable& t) {
+  t.silu_mul = silu_mul_avx2;
+  t.gelu_tanh_mul = gelu_tanh_mul_avx2;
+}
+
+}  // namespace strata
