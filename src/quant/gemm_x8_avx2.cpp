@@ -27,6 +27,13 @@ inline __m256i bcast4(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 inline __m256 load_d8(const uint16_t* d) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d))); }
+// Software prefetch of a block two ahead: the K-quant blocks are read as several interleaved
+// streams, which the hardware prefetcher follows poorly (Q6_K matvec ran at half speed without).
+template <typename Block>
+inline void prefetch_ahead(const Block* b) {
+  const char* p = reinterpret_cast<const char*>(b + 2);
+  for (size_t off = 0; off < sizeof(Block); off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+}
 inline __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 // Eight unsigned (or signed) bytes widened to 32-bit lanes holding the value twice as 16 bits,
 // the form madd needs to scale a row's pair of 16-bit partial sums.
@@ -155,23 +162,31 @@ void gemm_q4_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int3
   STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int ib = 0; ib < n / 256; ++ib) {
     const BlockQ4_Kx8& B = b[ib];
+    prefetch_ahead(b + ib);
     const BlockQ8_K* y[NT];
     STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
     __m256i isum[NT];
     STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
-    for (int s = 0; s < 8; ++s) {
-      const int j = s / 2;
-      __m256i s16[NT];
-      for (int g = 0; g < 8; ++g) {
-        __m256i v = load256(B.qs + j * 256 + g * 32);
-        __m256i c = (s & 1) ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
+    STRATA_UNROLL for (int j = 0; j < 4; ++j) {
+      // sub-blocks 2j (low nibbles) and 2j + 1 (high nibbles) from the same bytes
+      __m256i lo16[NT], hi16[NT];
+      STRATA_UNROLL for (int g = 0; g < 8; ++g) {
+        const __m256i v = load256(B.qs + j * 256 + g * 32);
+        const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
         STRATA_UNROLL for (int t = 0; t < NT; ++t) {
-          __m256i p = _mm256_maddubs_epi16(c, bcast4(y[t]->qs + 32 * s + 4 * g));
-          s16[t] = g ? _mm256_add_epi16(s16[t], p) : p;
+          const __m256i pl = _mm256_maddubs_epi16(lo, bcast4(y[t]->qs + 64 * j + 4 * g));
+          const __m256i ph = _mm256_maddubs_epi16(hi, bcast4(y[t]->qs + 64 * j + 32 + 4 * g));
+          lo16[t] = g ? _mm256_add_epi16(lo16[t], pl) : pl;
+          hi16[t] = g ? _mm256_add_epi16(hi16[t], ph) : ph;
+          STRATA_KEEP(lo16[t]);
+          STRATA_KEEP(hi16[t]);
         }
       }
-      const __m256i scv = scale_pairs_u8(B.sc[s]);
-      STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], scv));
+      const __m256i sl = scale_pairs_u8(B.sc[2 * j]), sh = scale_pairs_u8(B.sc[2 * j + 1]);
+      STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(lo16[t], sl), _mm256_madd_epi16(hi16[t], sh)));
+        STRATA_KEEP(isum[t]);
+      }
     }
     __m256i mins[4];
     for (int p = 0; p < 4; ++p) mins[p] = pair_u8(B.mn[2 * p], B.mn[2 * p + 1]);
@@ -191,45 +206,52 @@ void gemm_q4_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int3
 }
 
 // Q6_K: codes up to 63, so two maddubs results (2 * 2*63*127 = 32004) sum exactly in 16 bits
-// before the row's 8-bit group scale is applied.
-inline __m256i code_q6_k(const BlockQ6_Kx8& B, int G) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
-  __m256i lo = load256(B.ql + (G % 32) * 32);
-  lo = G < 32 ? _mm256_and_si256(lo, m4) : _mm256_and_si256(_mm256_srli_epi16(lo, 4), m4);
-  __m256i hi = _mm256_and_si256(_mm256_srli_epi16(load256(B.qh + (G % 16) * 32), 2 * (G / 16)), m3);
-  return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
-}
-
+// before the row's 8-bit group scale is applied. One pass over H = 0..15 builds the codes of
+// groups H, H+16, H+32 and H+48 from two low-nibble loads and one high-bit load.
 template <int NT>
 void gemm_q6_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int32_t*, size_t, float* out) {
   const auto* b = reinterpret_cast<const BlockQ6_Kx8*>(w);
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
   __m256 acc[NT];
   STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int ib = 0; ib < n / 256; ++ib) {
     const BlockQ6_Kx8& B = b[ib];
+    prefetch_ahead(b + ib);
     const BlockQ8_K* y[NT];
     STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
     __m256i isum[NT];
     STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
-    for (int s = 0; s < 16; ++s) {
-      const __m256i scv = scale_pairs_i8(B.sc[s]);
-      for (int q = 0; q < 2; ++q) {
-        const int G = 4 * s + 2 * q;
-        const __m256i c0 = code_q6_k(B, G), c1 = code_q6_k(B, G + 1);
-        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
-          __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(c0, bcast4(y[t]->qs + 4 * G)),
-                                         _mm256_maddubs_epi16(c1, bcast4(y[t]->qs + 4 * G + 4)));
-          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16, scv));
+    for (int q = 0; q < 4; ++q) {  // groups 4q..4q+3 (+16m) share scale q + 4m
+      __m256i scv[4];
+      STRATA_UNROLL for (int m = 0; m < 4; ++m) scv[m] = scale_pairs_i8(B.sc[q + 4 * m]);
+      STRATA_UNROLL for (int h = 4 * q; h < 4 * q + 4; h += 2) {
+        // codes of groups h + 16m and h + 1 + 16m, m = 0..3
+        __m256i c[2][4];
+        STRATA_UNROLL for (int k = 0; k < 2; ++k) {
+          const __m256i l0 = load256(B.ql + (h + k) * 32), l1 = load256(B.ql + (h + k + 16) * 32);
+          const __m256i hb = load256(B.qh + (h + k) * 32);
+          c[k][0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
+          c[k][1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
+          c[k][2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m30));
+          c[k][3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
+        }
+        STRATA_UNROLL for (int m = 0; m < 4; ++m) {
+          const int G = h + 16 * m;
+          STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+            const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(c[0][m], bcast4(y[t]->qs + 4 * G)),
+                                                 _mm256_maddubs_epi16(c[1][m], bcast4(y[t]->qs + 4 * G + 4)));
+            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16, scv[m]));
+            STRATA_KEEP(isum[t]);
+          }
         }
       }
     }
-    __m256i scp[8];
-    for (int p = 0; p < 8; ++p) scp[p] = pair_i8(B.sc[2 * p], B.sc[2 * p + 1]);
     const __m256 dw = load_d8(B.d);
     STRATA_UNROLL for (int t = 0; t < NT; ++t) {
       const int16_t* bs = y[t]->bsums;
       __m256i off = _mm256_setzero_si256();
-      for (int p = 0; p < 8; ++p) off = _mm256_add_epi32(off, _mm256_madd_epi16(scp[p], bcast_pair(bs[2 * p], bs[2 * p + 1])));
+      for (int p = 0; p < 8; ++p)
+        off = _mm256_add_epi32(off, _mm256_madd_epi16(pair_i8(B.sc[2 * p], B.sc[2 * p + 1]), bcast_pair(bs[2 * p], bs[2 * p + 1])));
       const __m256i total = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(off, 5));
       acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(y[t]->d)), _mm256_cvtepi32_ps(total), acc[t]);
     }
