@@ -82,6 +82,11 @@ class File {
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const TensorInfo* find_tensor(const std::string& name) const;
 
+  // Tells the kernel that bytes [p, p + n) of the mapping will not be read soon: their pages
+  // leave this process's resident set (they stay in the page cache and fault back in if read).
+  // A no-op for files read into memory.
+  void release(const uint8_t* p, size_t n) const;
+
  private:
   File() = default;
   void parse();

@@ -139,6 +139,14 @@ std::string TensorInfo::shape_string() const {
   return s + "]";
 }
 
+void File::release(const uint8_t* p, size_t n) const {
+  if (!map_ || n == 0 || p < base_ || p + n > base_ + size_) return;
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  uintptr_t lo = (reinterpret_cast<uintptr_t>(p) + page - 1) & ~(page - 1);  // whole pages inside the range
+  uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + n) & ~(page - 1);
+  if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+}
+
 std::unique_ptr<File> File::open(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0) throw Error("cannot open " + path + ": " + std::strerror(errno));

@@ -74,6 +74,9 @@ void Model::pack_weights() {
     });
     w->packed = dst;
     w->packed_stride = stride;
+    // The packed rows are never read from the file again (row lookups of a tied embedding fault
+    // their pages back in).
+    file_->release(src.data, static_cast<size_t>(groups * kPackRows) * src.row_stride);
     packed_bytes_ += stride * static_cast<size_t>(groups);
     packed_.push_back(std::move(buf));
   }
