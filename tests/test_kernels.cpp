@@ -415,6 +415,21 @@ TEST(Ops, VectorActivationsMatchDoublePrecision) {
   }
 }
 
+TEST(Ops, VectorAxpyAndScaleGiveTheScalarBits) {
+  if (simd_tables().empty()) GTEST_SKIP() << "CPU has no AVX2";
+  for (int n : {1, 7, 8, 64, 67}) {
+    auto x = randn(n, 10 + n), y0 = randn(n, 20 + n);
+    for (const KernelTable* k : simd_tables()) {
+      std::vector<float> a = y0, b = y0;
+      scalar_kernels().axpy(n, 0.37f, x.data(), a.data());
+      k->axpy(n, 0.37f, x.data(), b.data());
+      scalar_kernels().scale(n, 1.0f / 3.0f, a.data());
+      k->scale(n, 1.0f / 3.0f, b.data());
+      EXPECT_EQ(0, std::memcmp(a.data(), b.data(), n * sizeof(float))) << k->isa << " n=" << n;
+    }
+  }
+}
+
 TEST(Ops, RopeVariantsRotatePairs) {
   std::vector<float> a = {1, 0, 0, 0}, b = {1, 0, 0, 0};
   ops::rope(a.data(), 1, 4, 4, 1, 10000.f, false);  // pairs (0,1), (2,3)

@@ -34,6 +34,8 @@ void chunk_partial(const KvStore& store, SeqId s, int layer, int kv_head, const 
   const int dk = c.head_dim_k, dv = c.head_dim_v, nkv = c.n_kv_heads, P = c.page_size;
   const size_t kh = store.k_bytes_per_head(), vh = store.v_bytes_per_head();
   const DotFn fdot = kernels().dot_for(GgmlType::F32);
+  const AxpyFn axpy = kernels().axpy;
+  const ScaleFn rescale = kernels().scale;
   scratch.resize(static_cast<size_t>(group) * P + dk + dv);
   float* scores = scratch.data();  // [group][P]
   float* kbuf = scores + static_cast<size_t>(group) * P;
@@ -63,7 +65,7 @@ void chunk_partial(const KvStore& store, SeqId s, int layer, int kv_head, const 
       float a = std::exp(out.m[g] - m_new);  // rescales what was merged so far (0 on the first page)
       out.l[g] *= a;
       float* acc = out.acc + static_cast<size_t>(g) * dv;
-      for (int d = 0; d < dv; ++d) acc[d] *= a;
+      rescale(dv, a, acc);
       out.m[g] = m_new;
     }
     for (int cell = c0; cell <= c1; ++cell) {
@@ -72,7 +74,7 @@ void chunk_partial(const KvStore& store, SeqId s, int layer, int kv_head, const 
         wgt[g] = std::exp(scores[g * P + (cell - c0)] - out.m[g]);
         out.l[g] += wgt[g];
         float* acc = out.acc + static_cast<size_t>(g) * dv;
-        for (int d = 0; d < dv; ++d) acc[d] += wgt[g] * vbuf[d];
+        axpy(dv, wgt[g], vbuf, acc);
       }
     }
   }

@@ -40,6 +40,12 @@ const KernelTable& scalar_kernels() {
     KernelTable k;
     fill_scalar_kernels(k);
     fill_scalar_gemm_x8(k);
+    k.axpy = [](int n, float a, const float* x, float* y) {
+      for (int i = 0; i < n; ++i) y[i] += a * x[i];
+    };
+    k.scale = [](int n, float a, float* y) {
+      for (int i = 0; i < n; ++i) y[i] *= a;
+    };
     k.quantize_act[static_cast<int>(GgmlType::Q8_0)] = [](const float* x, void* d, int64_t n) { quantize_row(GgmlType::Q8_0, x, d, n); };
     k.quantize_act[static_cast<int>(GgmlType::Q8_K)] = [](const float* x, void* d, int64_t n) { quantize_row(GgmlType::Q8_K, x, d, n); };
     return k;
@@ -56,7 +62,7 @@ const KernelTable* avx2_kernels() {
     fill_avx2_kernels(k);
     fill_avx2_gemm_x8(k);
     fill_avx2_quantizers(k);
-    fill_avx2_activations(k);
+    fill_avx2_vec(k);
     return &k;
   }();
   return t;

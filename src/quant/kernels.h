@@ -18,6 +18,8 @@ using QDotFn = float (*)(int n, const void* w, const void* xq);
 using QuantizeFn = void (*)(const float* x, void* dst, int64_t n);
 // out = act(g) * u, element-wise (gated FFN activations).
 using GatedActFn = void (*)(const float* g, const float* u, float* out, int n);
+using AxpyFn = void (*)(int n, float a, const float* x, float* y);  // y += a * x
+using ScaleFn = void (*)(int n, float a, float* y);                 // y *= a
 using QDotMultiFn = void (*)(int n, const void* w, const uint8_t* xq, size_t xq_stride, int ntok, float* out);
 
 // Activations are quantized once per matmul to the format ggml pairs with each weight format:
@@ -37,6 +39,8 @@ struct KernelTable {
   QuantizeFn quantize_act[kMaxTypes] = {};  // activation quantizers, by activation format
   GatedActFn silu_mul = nullptr;            // vector versions; ops' scalar reference when null
   GatedActFn gelu_tanh_mul = nullptr;
+  AxpyFn axpy = nullptr;    // always set; the same bits in every table
+  ScaleFn scale = nullptr;  // always set; the same bits in every table
 
   DotFn dot_for(GgmlType t) const;          // throws when the format has no kernel
   DequantFn dequant_for(GgmlType t) const;  // throws when the format has no kernel
@@ -53,6 +57,6 @@ void fill_scalar_kernels(KernelTable& t);
 void fill_avx2_kernels(KernelTable& t);    // defined in the AVX2 file
 void fill_avx512_kernels(KernelTable& t);
 void fill_avx2_quantizers(KernelTable& t);  // defined in the AVX2 quantizer file
-void fill_avx2_activations(KernelTable& t);  // defined in ops/activations_avx2.cpp  // defined in the AVX-512 file (on top of the AVX2 table)
+void fill_avx2_vec(KernelTable& t);  // defined in ops/vec_avx2.cpp  // defined in the AVX-512 file (on top of the AVX2 table)
 
 }  // namespace strata

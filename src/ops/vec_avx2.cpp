@@ -1,5 +1,8 @@
-// AVX2 gated activations: silu(g) * u and gelu_tanh(g) * u with a vector exp (Cephes' degree-6
-// polynomial after reduction by ln 2; about 1 ulp), both in the form g / (1 + exp(-z)) * u.
+// AVX2 element-wise kernels.
+// - Gated activations silu(g) * u and gelu_tanh(g) * u with a vector exp (Cephes' degree-6
+//   polynomial after reduction by ln 2; about 1 ulp), both in the form g / (1 + exp(-z)) * u.
+// - axpy and scale with one rounding per multiply and per add, exactly as the scalar loops
+//   (compiled without FMA contraction), so they give the same bits.
 #include <immintrin.h>
 
 #include "quant/kernels.h"
@@ -68,11 +71,30 @@ void gelu_tanh_mul_avx2(const float* g, const float* u, float* out, int n) {
   }
 }
 
+// y += a * x
+void axpy_avx2(int n, float a, const float* x, float* y) {
+  const __m256 va = _mm256_set1_ps(a);
+  int i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_mul_ps(va, _mm256_loadu_ps(x + i))));
+  for (; i < n; ++i) y[i] += a * x[i];
+}
+
+// y *= a
+void scale_avx2(int n, float a, float* y) {
+  const __m256 va = _mm256_set1_ps(a);
+  int i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), va));
+  for (; i < n; ++i) y[i] *= a;
+}
+
 }  // namespace
 
-void fill_avx2_activations(KernelTable& t) {
+void fill_avx2_vec(KernelTable& t) {
   t.silu_mul = silu_mul_avx2;
   t.gelu_tanh_mul = gelu_tanh_mul_avx2;
+  t.axpy = axpy_avx2;
+  t.scale = scale_avx2;
 }
 
 }  // namespace strata
