@@ -430,6 +430,27 @@ TEST(Ops, VectorAxpyAndScaleGiveTheScalarBits) {
   }
 }
 
+TEST(Ops, AttentionVectorKernelsMatchReference) {
+  if (simd_tables().empty()) GTEST_SKIP() << "CPU has no AVX2";
+  const int n = 37;
+  auto x = randn(n, 31, 6.f);
+  for (const KernelTable* k : simd_tables()) {
+    std::vector<float> got(n);
+    k->exp_shift(n, x.data(), 2.5f, got.data());
+    for (int i = 0; i < n; ++i) {
+      const double want = std::exp(static_cast<double>(x[i]) - 2.5);
+      EXPECT_NEAR(got[i], want, 4e-6 * want) << k->isa << " x=" << x[i];
+    }
+    for (int dim : {64, 128, 80, 12}) {
+      auto q = randn(7 * dim, 40 + dim), v = randn(dim, 50 + dim);
+      float a[7], b[7];
+      k->dot_rows(dim, v.data(), q.data(), 7, a);
+      scalar_kernels().dot_rows(dim, v.data(), q.data(), 7, b);
+      for (int r = 0; r < 7; ++r) EXPECT_NEAR(a[r], b[r], 1e-4f * (1 + std::fabs(b[r]))) << k->isa << " dim " << dim;
+    }
+  }
+}
+
 TEST(Ops, RopeVariantsRotatePairs) {
   std::vector<float> a = {1, 0, 0, 0}, b = {1, 0, 0, 0};
   ops::rope(a.data(), 1, 4, 4, 1, 10000.f, false);  // pairs (0,1), (2,3)

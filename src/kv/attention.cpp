@@ -33,13 +33,13 @@ void chunk_partial(const KvStore& store, SeqId s, int layer, int kv_head, const 
   const FormatSpec& f = store.spec();
   const int dk = c.head_dim_k, dv = c.head_dim_v, nkv = c.n_kv_heads, P = c.page_size;
   const size_t kh = store.k_bytes_per_head(), vh = store.v_bytes_per_head();
-  const DotFn fdot = kernels().dot_for(GgmlType::F32);
-  const AxpyFn axpy = kernels().axpy;
-  const ScaleFn rescale = kernels().scale;
-  scratch.resize(static_cast<size_t>(group) * P + dk + dv);
-  float* scores = scratch.data();  // [group][P]
-  float* kbuf = scores + static_cast<size_t>(group) * P;
+  const KernelTable& kt = kernels();
+  scratch.resize(2 * static_cast<size_t>(group) * P + dk + dv + group);
+  float* scores = scratch.data();                              // [group][P]
+  float* wts = scores + static_cast<size_t>(group) * P;        // [group][P]
+  float* kbuf = wts + static_cast<size_t>(group) * P;
   float* vbuf = kbuf + dk;
+  float* dots = vbuf + dv;
   for (int g = 0; g < group; ++g) {
     out.m[g] = -INFINITY;
     out.l[g] = 0;
@@ -49,33 +49,32 @@ void chunk_partial(const KvStore& store, SeqId s, int layer, int kv_head, const 
     PageView pv = store.page(s, layer, pi);
     int c0 = std::max(lo, pv.first), c1 = std::min(hi, pv.first + pv.n - 1);
     if (c0 > c1) continue;
+    const int nc = c1 - c0 + 1;
     float pm[64];
     for (int g = 0; g < group; ++g) pm[g] = -INFINITY;
     for (int cell = c0; cell <= c1; ++cell) {
       decode(f.k, pv.k + (static_cast<size_t>(cell - pv.first) * nkv + kv_head) * kh, kbuf, dk);
+      kt.dot_rows(dk, kbuf, q, group, dots);  // every query head of the group against this key
       for (int g = 0; g < group; ++g) {
-        float sc = fdot(dk, kbuf, q + static_cast<size_t>(g) * dk) * scale;
+        float sc = dots[g] * scale;
         scores[g * P + (cell - c0)] = sc;
         pm[g] = std::max(pm[g], sc);
       }
     }
-    float wgt[64];
     for (int g = 0; g < group; ++g) {
       float m_new = std::max(out.m[g], pm[g]);
       float a = std::exp(out.m[g] - m_new);  // rescales what was merged so far (0 on the first page)
       out.l[g] *= a;
-      float* acc = out.acc + static_cast<size_t>(g) * dv;
-      rescale(dv, a, acc);
+      kt.scale(dv, a, out.acc + static_cast<size_t>(g) * dv);
       out.m[g] = m_new;
+      // The page's softmax weights, summed in cell order.
+      kt.exp_shift(nc, scores + g * P, m_new, wts + g * P);
+      for (int i = 0; i < nc; ++i) out.l[g] += wts[g * P + i];
     }
     for (int cell = c0; cell <= c1; ++cell) {
       decode(f.v, pv.v + (static_cast<size_t>(cell - pv.first) * nkv + kv_head) * vh, vbuf, dv);
-      for (int g = 0; g < group; ++g) {
-        wgt[g] = std::exp(scores[g * P + (cell - c0)] - out.m[g]);
-        out.l[g] += wgt[g];
-        float* acc = out.acc + static_cast<size_t>(g) * dv;
-        axpy(dv, wgt[g], vbuf, acc);
-      }
+      for (int g = 0; g < group; ++g)
+        kt.axpy(dv, wts[g * P + (cell - c0)], vbuf, out.acc + static_cast<size_t>(g) * dv);
     }
   }
 }

@@ -1,5 +1,6 @@
 #include "quant/kernels.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -45,6 +46,12 @@ const KernelTable& scalar_kernels() {
     };
     k.scale = [](int n, float a, float* y) {
       for (int i = 0; i < n; ++i) y[i] *= a;
+    };
+    k.exp_shift = [](int n, const float* x, float shift, float* out) {
+      for (int i = 0; i < n; ++i) out[i] = std::exp(x[i] - shift);
+    };
+    k.dot_rows = [](int n, const float* x, const float* rows, int nrows, float* out) {
+      for (int r = 0; r < nrows; ++r) out[r] = dot_row_ref(GgmlType::F32, n, rows + static_cast<size_t>(r) * n, x);
     };
     k.quantize_act[static_cast<int>(GgmlType::Q8_0)] = [](const float* x, void* d, int64_t n) { quantize_row(GgmlType::Q8_0, x, d, n); };
     k.quantize_act[static_cast<int>(GgmlType::Q8_K)] = [](const float* x, void* d, int64_t n) { quantize_row(GgmlType::Q8_K, x, d, n); };

@@ -20,6 +20,9 @@ using QuantizeFn = void (*)(const float* x, void* dst, int64_t n);
 using GatedActFn = void (*)(const float* g, const float* u, float* out, int n);
 using AxpyFn = void (*)(int n, float a, const float* x, float* y);  // y += a * x
 using ScaleFn = void (*)(int n, float a, float* y);                 // y *= a
+using ExpShiftFn = void (*)(int n, const float* x, float shift, float* out);  // out = exp(x - shift)
+// out[r] = rows[r * n .. r * n + n) . x for r < nrows
+using DotRowsFn = void (*)(int n, const float* x, const float* rows, int nrows, float* out);
 using QDotMultiFn = void (*)(int n, const void* w, const uint8_t* xq, size_t xq_stride, int ntok, float* out);
 
 // Activations are quantized once per matmul to the format ggml pairs with each weight format:
@@ -41,6 +44,8 @@ struct KernelTable {
   GatedActFn gelu_tanh_mul = nullptr;
   AxpyFn axpy = nullptr;    // always set; the same bits in every table
   ScaleFn scale = nullptr;  // always set; the same bits in every table
+  ExpShiftFn exp_shift = nullptr;  // always set
+  DotRowsFn dot_rows = nullptr;    // always set
 
   DotFn dot_for(GgmlType t) const;          // throws when the format has no kernel
   DequantFn dequant_for(GgmlType t) const;  // throws when the format has no kernel
