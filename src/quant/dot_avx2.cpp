@@ -595,8 +595,8 @@ struct ChunkIQ2_XS {
   static void chunk(const Block& b, int c, const iq::Tables& t, __m256i& g, __m256i& s) {
     const uint16_t* v = b.qs + 4 * c;
     g = _mm256_set_epi64x(t.iq2xs[v[3] & 511], t.iq2xs[v[2] & 511], t.iq2xs[v[1] & 511], t.iq2xs[v[0] & 511]);
-    s = _mm256_set_epi64x(t.sign_bytes[t.ksigns[v[3] >> 9]], t.sign_bytes[t.ksigns[v[2] >> 9]],
-                          t.sign_bytes[t.ksigns[v[1] >> 9]], t.sign_bytes[t.ksigns[v[0] >> 9]]);
+    s = _mm256_set_epi64x(t.ksign_bytes[v[3] >> 9], t.ksign_bytes[v[2] >> 9], t.ksign_bytes[v[1] >> 9],
+                          t.ksign_bytes[v[0] >> 9]);
   }
 };
 struct ChunkIQ2_S {
