@@ -28,7 +28,8 @@ inline __m256i bcast4(const int8_t* p) {
 }
 inline __m256 load_d8(const uint16_t* d) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d))); }
 // Software prefetch of a block two ahead: the K-quant blocks are read as several interleaved
-// streams, which the hardware prefetcher follows poorly (Q6_K matvec ran at half speed without).
+// streams, which the hardware prefetcher follows poorly (Q6_K matvec ran at half speed without);
+// the 32-value formats prefetch too, for batched decode where compute and loads must overlap.
 template <typename Block>
 inline void prefetch_ahead(const Block* b) {
   const char* p = reinterpret_cast<const char*>(b + 2);
@@ -95,6 +96,7 @@ void gemm_unsigned32(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
   __m256 acc[NT];
   STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int ib = 0; ib < n / 32; ++ib) {
+    prefetch_ahead(b + ib);
     const BlockQ8_0* y[NT];
     STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_0*>(xq + xs * t) + ib;
     __m256i s32[NT];
@@ -131,6 +133,7 @@ void gemm_q8_0(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int3
   __m256 acc[NT];
   STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int ib = 0; ib < n / 32; ++ib) {
+    prefetch_ahead(b + ib);
     const BlockQ8_0* y[NT];
     STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_0*>(xq + xs * t) + ib;
     __m256i s32[NT];
