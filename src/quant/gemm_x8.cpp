@@ -14,7 +14,7 @@ namespace strata {
 bool packable(GgmlType t) {
   switch (t) {
     case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q4_K: case GgmlType::Q6_K:
-    case GgmlType::F16:
+    case GgmlType::IQ4_XS: case GgmlType::F16:
       return true;
     default:
       return false;
@@ -29,6 +29,7 @@ size_t packed_group_bytes(GgmlType t, int64_t cols) {
     case GgmlType::Q5_0: return n / 32 * sizeof(BlockQ5_0x8);
     case GgmlType::Q4_K: return n / 256 * sizeof(BlockQ4_Kx8);
     case GgmlType::Q6_K: return n / 256 * sizeof(BlockQ6_Kx8);
+    case GgmlType::IQ4_XS: return n / 256 * sizeof(BlockIQ4_XSx8);
     case GgmlType::F16: return n * 8 * sizeof(uint16_t);
     default: throw Error("no packed layout for " + type_name(t));
   }
@@ -128,6 +129,20 @@ void pack_rows8(GgmlType t, const uint8_t* rows, size_t stride, int64_t cols, ui
               out[ib].qh[(G % 16) * 32 + r * 4 + i] |= static_cast<uint8_t>((q[4 * G + i] >> 4) << (2 * (G / 16)));
         }
       }
+      return;
+    }
+    case GgmlType::IQ4_XS: {
+      auto* out = reinterpret_cast<BlockIQ4_XSx8*>(dst);
+      for (int64_t ib = 0; ib < cols / 256; ++ib)
+        for (int r = 0; r < 8; ++r) {
+          const auto& b = file_block<BlockIQ4_XS>(rows, stride, r, ib);
+          out[ib].d[r] = b.d;
+          for (int sub = 0; sub < 8; ++sub) {
+            const int ls = ((b.scales_l[sub / 2] >> (4 * (sub % 2))) & 0xF) | (((b.scales_h >> (2 * sub)) & 3) << 4);
+            out[ib].sc[sub][r] = static_cast<int8_t>(ls - 32);
+            for (int g = 0; g < 4; ++g) std::memcpy(out[ib].qs + sub * 128 + g * 32 + r * 4, b.qs + 16 * sub + 4 * g, 4);
+          }
+        }
       return;
     }
     case GgmlType::F16: {
@@ -249,6 +264,26 @@ void gemm_q6_k_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, con
     }
 }
 
+void gemm_iq4_xs_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int32_t*, size_t, int ntok,
+                        float* out) {
+  const BlockIQ4_XSx8* b = reinterpret_cast<const BlockIQ4_XSx8*>(w);
+  for (int t = 0; t < ntok; ++t)
+    for (int r = 0; r < 8; ++r) {
+      float acc = 0.f;
+      for (int64_t ib = 0; ib < n / 256; ++ib) {
+        const BlockQ8_K& y = q8_k_at(xq, xs, t, ib);
+        int32_t isum = 0;
+        for (int sub = 0; sub < 8; ++sub) {
+          int32_t dot = 0;
+          for (int k = 0; k < 32; ++k) dot += kIq4nlValues[nibble_x8(b[ib].qs + sub * 128, r, k)] * y.qs[32 * sub + k];
+          isum += b[ib].sc[sub][r] * dot;
+        }
+        acc = std::fma(fp16_to_fp32(b[ib].d[r]) * y.d, static_cast<float>(isum), acc);
+      }
+      out[t * 8 + r] = acc;
+    }
+}
+
 // F16: two chains per output (even and odd columns), added at the end.
 void gemm_f16_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int32_t*, size_t, int ntok,
                      float* out) {
@@ -274,6 +309,7 @@ void fill_scalar_gemm_x8(KernelTable& t) {
   t.gemm_x8[static_cast<int>(GgmlType::Q5_0)] = gemm_32_scalar<BlockQ5_0x8, code_q5_0, 16>;
   t.gemm_x8[static_cast<int>(GgmlType::Q4_K)] = gemm_q4_k_scalar;
   t.gemm_x8[static_cast<int>(GgmlType::Q6_K)] = gemm_q6_k_scalar;
+  t.gemm_x8[static_cast<int>(GgmlType::IQ4_XS)] = gemm_iq4_xs_scalar;
   t.gemm_x8[static_cast<int>(GgmlType::F16)] = gemm_f16_scalar;
 }
 

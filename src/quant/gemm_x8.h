@@ -1,8 +1,8 @@
 // Weights repacked at load time so that 8 rows are multiplied at once: each vector lane holds one
 // output row, so a block's products land in the right lane without horizontal sums, one fp16
 // conversion yields 8 row scales, and every activation byte group is loaded once per 8 rows.
-// The packed group of 8 rows is as large as the 8 file rows (plus, for Q4_K, 3 % for scales
-// unpacked to bytes), so the repacked model is the size of the file.
+// The packed group of 8 rows is as large as the 8 file rows (plus, for Q4_K and IQ4_XS, 3 % and
+// 1.5 % for scales unpacked to bytes), so the repacked model is the size of the file.
 //
 // Layouts (one "x8 block" per 8 rows x one file block; r = row in the group, i = 0..3):
 //   Q8_0: d[8], qs[g*32 + r*4 + i] = code 4g+i of row r (g 0..7)
@@ -12,6 +12,9 @@
 //         qs[j*256 + g*32 + r*4 + i] = byte 32j+4g+i of row r (sub-blocks 2j and 2j+1)
 //   Q6_K: d[8], sc[16][r], ql[G*32 + r*4 + i] = low 4 bits of codes 4G+i | 128+4G+i (G 0..31),
 //         qh[H*32 + r*4 + i] = top 2 bits of codes 4(H+16m)+i at bits 2m (H 0..15, m 0..3)
+//   IQ4_XS: d[8], sub-block scales minus 32 as signed bytes sc[sub][r], and
+//         qs[sub*128 + g*32 + r*4 + i] = byte 16*sub+4g+i of row r (low nibble: value
+//         32*sub+4g+i, high: 32*sub+16+4g+i), nibbles indexing the IQ4_NL levels
 //   F16:  v[k][r] for each column k
 //
 // The arithmetic of one output is fixed by the layout, never by how many activation rows go
@@ -31,6 +34,7 @@ struct BlockQ4_0x8 { uint16_t d[8]; uint8_t qs[128]; };
 struct BlockQ5_0x8 { uint16_t d[8]; uint8_t qh[32]; uint8_t qs[128]; };
 struct BlockQ4_Kx8 { uint16_t d[8], dmin[8]; uint8_t sc[8][8], mn[8][8]; uint8_t qs[1024]; };
 struct BlockQ6_Kx8 { uint16_t d[8]; int8_t sc[16][8]; uint8_t ql[1024]; uint8_t qh[512]; };
+struct BlockIQ4_XSx8 { uint16_t d[8]; int8_t sc[8][8]; uint8_t qs[1024]; };
 #pragma pack(pop)
 
 // Rows per packed group, and activation rows one kernel call takes at most.

@@ -262,6 +262,47 @@ void gemm_q6_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int3
   STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, acc[t]);
 }
 
+// IQ4_XS: the nibbles index the 16 IQ4_NL levels (signed, up to 127 in magnitude), so the sign
+// goes onto the activations and each maddubs result (pairs below 2*127*127) is scaled by the
+// row's sub-block scale through madd at once.
+template <int NT>
+void gemm_iq4_xs(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int32_t*, size_t, float* out) {
+  const auto* b = reinterpret_cast<const BlockIQ4_XSx8*>(w);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m128i t128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
+  const __m256i levels = _mm256_set_m128i(t128, t128);
+  __m256 acc[NT];
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int ib = 0; ib < n / 256; ++ib) {
+    const BlockIQ4_XSx8& B = b[ib];
+    prefetch_ahead(b + ib);
+    const BlockQ8_K* y[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
+    __m256i isum[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+    for (int sub = 0; sub < 8; ++sub) {
+      const __m256i scv = scale_pairs_i8(B.sc[sub]);
+      STRATA_UNROLL for (int g = 0; g < 4; ++g) {
+        const __m256i v = load256(B.qs + sub * 128 + g * 32);
+        const __m256i c0 = _mm256_shuffle_epi8(levels, _mm256_and_si256(v, m4));                         // values 4g..
+        const __m256i c1 = _mm256_shuffle_epi8(levels, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));  // 16+4g..
+        const __m256i a0 = _mm256_sign_epi8(c0, c0), a1 = _mm256_sign_epi8(c1, c1);
+        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+          const int8_t* x = y[t]->qs + 32 * sub + 4 * g;
+          const __m256i p0 = _mm256_maddubs_epi16(a0, _mm256_sign_epi8(bcast4(x), c0));
+          const __m256i p1 = _mm256_maddubs_epi16(a1, _mm256_sign_epi8(bcast4(x + 16), c1));
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(p0, scv), _mm256_madd_epi16(p1, scv)));
+          STRATA_KEEP(isum[t]);
+        }
+      }
+    }
+    const __m256 dw = load_d8(B.d);
+    STRATA_UNROLL for (int t = 0; t < NT; ++t)
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(y[t]->d)), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+  }
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, acc[t]);
+}
+
 // ---- F16 on f32 activations: two chains per output (even and odd columns) ----
 template <int NT>
 void gemm_f16(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int32_t*, size_t, float* out) {
@@ -299,6 +340,7 @@ template <int NT> struct KQ5_0 { static constexpr auto f = gemm_unsigned32<Q5_0x
 template <int NT> struct KQ4_K { static constexpr auto f = gemm_q4_k<NT>; };
 template <int NT> struct KQ6_K { static constexpr auto f = gemm_q6_k<NT>; };
 template <int NT> struct KF16 { static constexpr auto f = gemm_f16<NT>; };
+template <int NT> struct KIQ4_XS { static constexpr auto f = gemm_iq4_xs<NT>; };
 
 }  // namespace
 
@@ -309,6 +351,7 @@ void fill_avx2_gemm_x8(KernelTable& t) {
   t.gemm_x8[static_cast<int>(GgmlType::Q4_K)] = Dispatch<KQ4_K>::run;
   t.gemm_x8[static_cast<int>(GgmlType::Q6_K)] = Dispatch<KQ6_K>::run;
   t.gemm_x8[static_cast<int>(GgmlType::F16)] = Dispatch<KF16>::run;
+  t.gemm_x8[static_cast<int>(GgmlType::IQ4_XS)] = Dispatch<KIQ4_XS>::run;
 }
 
 }  // namespace strata
