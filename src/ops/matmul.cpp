@@ -38,20 +38,20 @@ void quantize_activations(GgmlType at, const float* x, int n_tok, int cols, bool
   });
 }
 
-// Rows [r_begin, rows) one dot product at a time (file layout).
-void matmul_rows(const Matrix& w, int64_t r_begin, const float* x, int n_tok, float* y, ThreadPool& pool) {
+// Rows [r_begin, rows) one dot product at a time (file layout). a: the activations quantized to
+// activation_type(w.type), or null for float weights.
+void matmul_rows(const Matrix& w, int64_t r_begin, const float* x, const QuantizedActivations* a, int n_tok, float* y,
+                 ThreadPool& pool) {
   const KernelTable& k = kernels();
   const DotFn dot = k.dot_for(w.type);
   const int cols = static_cast<int>(w.cols);
   const int64_t rows = w.rows, n = rows - r_begin;
   if (n <= 0) return;
   const GgmlType at = activation_type(w.type);
-  if (at != GgmlType::F32) {
-    thread_local QuantizedActivations a;
+  if (a) {
     thread_local std::vector<float> xd;
-    quantize_activations(at, x, n_tok, cols, false, a, pool);
-    const size_t qrow = a.row;
-    const uint8_t* xqp = a.q.data();
+    const size_t qrow = a->row;
+    const uint8_t* xqp = a->q.data();
     if (const QDotMultiFn dm = n_tok > 1 ? k.dotq_multi[static_cast<int>(w.type)] : nullptr) {
       pool.parallel_for(n, 16, [&](int64_t i0, int64_t i1) {
         float out[4];
@@ -91,22 +91,16 @@ void matmul_rows(const Matrix& w, int64_t r_begin, const float* x, int n_tok, fl
 
 // The packed groups of 8 rows: every activation row passes through a group while its weights
 // are in cache; up to kPackMaxTokens activation rows share each unpacked weight block.
-void matmul_packed(const Matrix& w, const float* x, int n_tok, float* y, ThreadPool& pool) {
+void matmul_packed(const Matrix& w, const float* x, const QuantizedActivations* a, int n_tok, float* y,
+                   ThreadPool& pool) {
   const GemmX8Fn gemm = kernels().gemm_x8[static_cast<int>(w.type)];
   if (!gemm) throw Error("matmul: no packed kernel for " + type_name(w.type));
   const int cols = static_cast<int>(w.cols);
   const int64_t rows = w.rows, groups = rows / kPackRows;
-  const GgmlType at = activation_type(w.type);
-  thread_local QuantizedActivations a;
-  const uint8_t* xq = reinterpret_cast<const uint8_t*>(x);
-  size_t xrow = static_cast<size_t>(cols) * sizeof(float);
-  if (at != GgmlType::F32) {
-    quantize_activations(at, x, n_tok, cols, at == GgmlType::Q8_0, a, pool);
-    xq = a.q.data();
-    xrow = a.row;
-  }
-  const int32_t* sums = a.sums.data();
-  const size_t srow = at == GgmlType::Q8_0 ? a.sums_row : 0;
+  const uint8_t* xq = a ? a->q.data() : reinterpret_cast<const uint8_t*>(x);
+  const size_t xrow = a ? a->row : static_cast<size_t>(cols) * sizeof(float);
+  const int32_t* sums = a ? a->sums.data() : nullptr;
+  const size_t srow = a ? a->sums_row : 0;
   pool.parallel_for(groups, 1, [&](int64_t g0, int64_t g1) {
     float out[kPackRows * kPackMaxTokens];
     for (int64_t g = g0; g < g1; ++g) {
@@ -119,14 +113,25 @@ void matmul_packed(const Matrix& w, const float* x, int n_tok, float* y, ThreadP
       }
     }
   });
-  matmul_rows(w, groups * kPackRows, x, n_tok, y, pool);
 }
 
 }  // namespace
 
 void matmul(const Matrix& w, const float* x, int n_tok, float* y, ThreadPool& pool) {
-  if (w.packed) return matmul_packed(w, x, n_tok, y, pool);
-  matmul_rows(w, 0, x, n_tok, y, pool);
+  // Activations are quantized once, for the packed groups and the remaining rows alike.
+  const GgmlType at = activation_type(w.type);
+  thread_local QuantizedActivations qa;
+  const QuantizedActivations* a = nullptr;
+  if (at != GgmlType::F32) {
+    quantize_activations(at, x, n_tok, static_cast<int>(w.cols), w.packed && at == GgmlType::Q8_0, qa, pool);
+    a = &qa;
+  }
+  int64_t r_begin = 0;
+  if (w.packed) {
+    matmul_packed(w, x, a, n_tok, y, pool);
+    r_begin = w.rows / kPackRows * kPackRows;
+  }
+  matmul_rows(w, r_begin, x, a, n_tok, y, pool);
 }
 
 void get_row(const Matrix& w, int64_t r, float* out) {

@@ -52,6 +52,12 @@ void q6_k_codes(const BlockQ6_K& b, uint8_t* q) {
   }
 }
 
+// The interleave every layout shares: 4-byte group g of a row's bytes `src` goes to
+// dst[g*32 + r*4 ...] (8 rows of 4 bytes per 32-byte vector).
+void interleave4(uint8_t* dst, const void* src, int r, int groups) {
+  for (int g = 0; g < groups; ++g) std::memcpy(dst + g * 32 + r * 4, static_cast<const uint8_t*>(src) + 4 * g, 4);
+}
+
 template <typename Block>
 const Block& file_block(const uint8_t* rows, size_t stride, int r, int64_t ib) {
   return reinterpret_cast<const Block*>(rows + stride * r)[ib];
@@ -67,7 +73,7 @@ void pack_rows8(GgmlType t, const uint8_t* rows, size_t stride, int64_t cols, ui
         for (int r = 0; r < 8; ++r) {
           const auto& b = file_block<BlockQ8_0>(rows, stride, r, ib);
           out[ib].d[r] = b.d;
-          for (int g = 0; g < 8; ++g) std::memcpy(out[ib].qs + g * 32 + r * 4, b.qs + 4 * g, 4);
+          interleave4(reinterpret_cast<uint8_t*>(out[ib].qs), b.qs, r, 8);
         }
       return;
     }
@@ -77,7 +83,7 @@ void pack_rows8(GgmlType t, const uint8_t* rows, size_t stride, int64_t cols, ui
         for (int r = 0; r < 8; ++r) {
           const auto& b = file_block<BlockQ4_0>(rows, stride, r, ib);
           out[ib].d[r] = b.d;
-          for (int g = 0; g < 4; ++g) std::memcpy(out[ib].qs + g * 32 + r * 4, b.qs + 4 * g, 4);
+          interleave4(out[ib].qs, b.qs, r, 4);
         }
       return;
     }
@@ -87,7 +93,7 @@ void pack_rows8(GgmlType t, const uint8_t* rows, size_t stride, int64_t cols, ui
         for (int r = 0; r < 8; ++r) {
           const auto& b = file_block<BlockQ5_0>(rows, stride, r, ib);
           out[ib].d[r] = b.d;
-          for (int g = 0; g < 4; ++g) std::memcpy(out[ib].qs + g * 32 + r * 4, b.qs + 4 * g, 4);
+          interleave4(out[ib].qs, b.qs, r, 4);
           uint32_t qh;
           std::memcpy(&qh, b.qh, 4);
           for (int i = 0; i < 4; ++i) {
@@ -106,8 +112,7 @@ void pack_rows8(GgmlType t, const uint8_t* rows, size_t stride, int64_t cols, ui
           out[ib].d[r] = b.d;
           out[ib].dmin[r] = b.dmin;
           for (int s = 0; s < 8; ++s) get_scale_min_k4(s, b.scales, out[ib].sc[s][r], out[ib].mn[s][r]);
-          for (int j = 0; j < 4; ++j)
-            for (int g = 0; g < 8; ++g) std::memcpy(out[ib].qs + j * 256 + g * 32 + r * 4, b.qs + 32 * j + 4 * g, 4);
+          for (int j = 0; j < 4; ++j) interleave4(out[ib].qs + j * 256, b.qs + 32 * j, r, 8);
         }
       return;
     }
@@ -140,7 +145,7 @@ void pack_rows8(GgmlType t, const uint8_t* rows, size_t stride, int64_t cols, ui
           for (int sub = 0; sub < 8; ++sub) {
             const int ls = ((b.scales_l[sub / 2] >> (4 * (sub % 2))) & 0xF) | (((b.scales_h >> (2 * sub)) & 3) << 4);
             out[ib].sc[sub][r] = static_cast<int8_t>(ls - 32);
-            for (int g = 0; g < 4; ++g) std::memcpy(out[ib].qs + sub * 128 + g * 32 + r * 4, b.qs + 16 * sub + 4 * g, 4);
+            interleave4(out[ib].qs + sub * 128, b.qs + 16 * sub, r, 4);
           }
         }
       return;
