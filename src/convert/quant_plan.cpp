@@ -17,7 +17,7 @@ const std::vector<FileType>& file_types() {
       {"Q5_K_M", GgmlType::Q5_K, 17, M::KM},    {"Q6_K", GgmlType::Q6_K, 18, M::Plain},
       {"IQ4_XS", GgmlType::IQ4_XS, 30, M::Plain}, {"TQ1_0", GgmlType::TQ1_0, 36, M::Plain},
       {"TQ2_0", GgmlType::TQ2_0, 37, M::Plain},
-      // Lattice i-quants: synth draws random codes in them; quantize cannot search their grids.
+      // Lattice i-quants (grid-search quantizer; synth draws random codes in them).
       {"IQ2_XXS", GgmlType::IQ2_XXS, 19, M::Plain}, {"IQ2_XS", GgmlType::IQ2_XS, 20, M::Plain},
       {"IQ2_S", GgmlType::IQ2_S, 28, M::Plain},   {"IQ3_XXS", GgmlType::IQ3_XXS, 23, M::Plain},
       {"IQ3_S", GgmlType::IQ3_S, 26, M::Plain},   {"IQ1_S", GgmlType::IQ1_S, 24, M::Plain},

@@ -12,8 +12,7 @@ namespace strata::convert {
 std::vector<uint8_t> encode_rows(ThreadPool& pool, GgmlType type, int64_t ne0, int64_t rows,
                                  const std::function<void(int64_t, float*)>& row_source) {
   if (!can_quantize(type))
-    throw Error("cannot quantize to " + type_name(type) + ": this build has no grid search for the lattice i-quants "
-                "(strata synth can write random-weight " + type_name(type) + " models)");
+    throw Error("cannot quantize to " + type_name(type) + ": this build has no quantizer for it");
   const size_t rb = row_bytes(type, ne0);
   std::vector<uint8_t> out(rb * static_cast<size_t>(rows));
   // About 1M elements per task keeps both cores busy without a buffer per row.

@@ -8,6 +8,7 @@
 #include "gguf/gguf.h"
 #include "quant/fp16.h"
 #include "quant/quant.h"
+#include "quant/quantize_iq.h"
 
 namespace strata::convert {
 
@@ -52,8 +53,9 @@ struct RowRng {
   }
 };
 
-// A block of random codes of a format without a quantizer (the lattice i-quants): random bytes,
-// then the fp16 block scale set so the block's values have standard deviation sd.
+// A block of random codes of a lattice i-quant (their grid-search quantizer would take minutes for
+// a whole model): random bytes, then the fp16 block scale set so the values have standard
+// deviation sd.
 void set_block_scale(GgmlType t, uint8_t* block, uint16_t h) {
   if (t == GgmlType::IQ1_M) {  // the scale's four nibbles sit on top of the four scale words
     for (int k = 0; k < 4; ++k) {
@@ -132,7 +134,7 @@ ConvertReport synth_model(const SynthOptions& o, const std::string& out_path, st
     for (size_t d = 1; d < dims.size(); ++d) rows *= dims[d];
     const GgmlType type = choose_type(ft, {name, dims}, n_layer, /*output_tied=*/true);
     std::vector<uint8_t> bytes;
-    if (can_quantize(type)) {
+    if (!is_lattice_iquant(type)) {
       bytes = encode_rows(pool, type, dims[0], rows, [&](int64_t r, float* row) {
         RowRng rng{key + static_cast<uint64_t>(r) * 0x9E3779B97F4A7C15ull};
         for (int64_t i = 0; i < dims[0]; ++i) row[i] = rng.next(mean, sd);

@@ -10,8 +10,9 @@ namespace strata {
 void dequantize_row_ref(GgmlType type, const void* src, float* dst, int64_t n);
 
 // Encodes n floats into blocks of `type`. Supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1,
-// Q8_0, IQ4_NL, IQ4_XS, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, TQ1_0, TQ2_0. Throws for others
-// (the lattice i-quants IQ1_*/IQ2_*/IQ3_* need a grid search this build does not have).
+// Q8_0, IQ4_NL, IQ4_XS, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, TQ1_0, TQ2_0, and the lattice
+// i-quants IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S (a grid search, quantize_iq.cpp).
+// Throws for others.
 void quantize_row(GgmlType type, const float* src, void* dst, int64_t n);
 bool can_quantize(GgmlType type);
 

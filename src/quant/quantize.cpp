@@ -7,6 +7,7 @@
 #include "common.h"
 #include "quant/fp16.h"
 #include "quant/quant.h"
+#include "quant/quantize_iq.h"
 
 namespace strata {
 
@@ -358,7 +359,7 @@ bool can_quantize(GgmlType t) {
     case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K: case GgmlType::Q8_K:
     case GgmlType::IQ4_XS: case GgmlType::TQ1_0: case GgmlType::TQ2_0:
       return true;
-    default: return false;
+    default: return is_lattice_iquant(t);
   }
 }
 
@@ -386,7 +387,7 @@ void quantize_row(GgmlType type, const float* x, void* dst, int64_t n) {
     case GgmlType::IQ4_XS: q_iq4_xs(x, static_cast<BlockIQ4_XS*>(dst), nb); break;
     case GgmlType::TQ1_0: q_tq1_0(x, static_cast<BlockTQ1_0*>(dst), nb); break;
     case GgmlType::TQ2_0: q_tq2_0(x, static_cast<BlockTQ2_0*>(dst), nb); break;
-    default: break;
+    default: quantize_lattice(type, x, dst, nb); break;
   }
 }
 

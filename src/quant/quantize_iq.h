@@ -1,0 +1,13 @@
+// Quantizers of the lattice i-quants: a grid search (see quantize_iq.cpp).
+#pragma once
+#include <cstdint>
+
+#include "quant/formats.h"
+
+namespace strata {
+
+bool is_lattice_iquant(GgmlType t);  // IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S
+// Encodes nb blocks of 256 floats.
+void quantize_lattice(GgmlType type, const float* x, void* dst, int64_t nb);
+
+}  // namespace strata
