@@ -168,7 +168,7 @@ struct PackedCase {
   size_t row_stride = 0, group_bytes = 0, x_stride = 0, sums_stride = 0;
   std::vector<uint8_t> file, packed, xq;
   std::vector<float> x, xdeq;  // f32 activations and what the kernel sees of them
-  std::vector<int32_t> sums;
+  std::vector<Q8BlockInfo> sums;
 
   PackedCase(GgmlType type, int n_rows, int n_cols, int ntok, uint32_t seed) : t(type), rows(n_rows), cols(n_cols) {
     row_stride = row_bytes(t, cols);
@@ -195,7 +195,7 @@ struct PackedCase {
     for (int i = 0; i < ntok; ++i) {
       quantize_row(at, x.data() + i * cols, xq.data() + i * x_stride, cols);
       dequantize_row_ref(at, xq.data() + i * x_stride, xdeq.data() + i * cols, cols);
-      if (at == GgmlType::Q8_0) q8_0_block_sums(xq.data() + i * x_stride, cols, sums.data() + i * sums_stride);
+      if (at == GgmlType::Q8_0) q8_0_block_info(xq.data() + i * x_stride, cols, sums.data() + i * sums_stride);
     }
   }
   void run(GemmX8Fn f, int group, int tok0, int ntok, float* out) const {

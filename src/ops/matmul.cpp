@@ -14,10 +14,10 @@ namespace strata::ops {
 namespace {
 
 // Activation rows quantized once per matmul to the format the weight kernels take ([n_tok][row
-// bytes]), with per-block code sums for the packed kernels on Q8_0 activations.
+// bytes]), with per-block code sums and float scales for the packed kernels on Q8_0 activations.
 struct QuantizedActivations {
   std::vector<uint8_t> q;
-  std::vector<int32_t> sums;
+  std::vector<Q8BlockInfo> sums;
   size_t row = 0, sums_row = 0;
 };
 
@@ -33,7 +33,7 @@ void quantize_activations(GgmlType at, const float* x, int n_tok, int cols, bool
     for (int64_t t = t0; t < t1; ++t) {
       uint8_t* q = a.q.data() + t * a.row;
       quantize(x + static_cast<size_t>(t) * cols, q, cols);
-      if (want_sums) q8_0_block_sums(q, cols, a.sums.data() + t * a.sums_row);
+      if (want_sums) q8_0_block_info(q, cols, a.sums.data() + t * a.sums_row);
     }
   });
 }
@@ -99,7 +99,7 @@ void matmul_packed(const Matrix& w, const float* x, const QuantizedActivations* 
   const int64_t rows = w.rows, groups = rows / kPackRows;
   const uint8_t* xq = a ? a->q.data() : reinterpret_cast<const uint8_t*>(x);
   const size_t xrow = a ? a->row : static_cast<size_t>(cols) * sizeof(float);
-  const int32_t* sums = a ? a->sums.data() : nullptr;
+  const Q8BlockInfo* sums = a ? a->sums.data() : nullptr;
   const size_t srow = a ? a->sums_row : 0;
   pool.parallel_for(groups, 1, [&](int64_t g0, int64_t g1) {
     float out[kPackRows * kPackMaxTokens];

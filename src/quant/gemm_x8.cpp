@@ -163,12 +163,12 @@ void pack_rows8(GgmlType t, const uint8_t* rows, size_t stride, int64_t cols, ui
   }
 }
 
-void q8_0_block_sums(const uint8_t* xq, int64_t n, int32_t* sums) {
+void q8_0_block_info(const uint8_t* xq, int64_t n, Q8BlockInfo* info) {
   const auto* b = reinterpret_cast<const BlockQ8_0*>(xq);
   for (int64_t ib = 0; ib < n / 32; ++ib) {
     int32_t s = 0;
     for (int i = 0; i < 32; ++i) s += b[ib].qs[i];
-    sums[ib] = s;
+    info[ib] = {s, fp16_to_fp32(b[ib].d)};
   }
 }
 
@@ -197,7 +197,7 @@ int code_q5_0(const BlockQ5_0x8& b, int r, int k) {
 }
 
 template <typename Block, int (*Code)(const Block&, int, int), int kOffset>
-void gemm_32_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int32_t* xsum, size_t xsum_stride,
+void gemm_32_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo* xinfo, size_t xinfo_stride,
                     int ntok, float* out) {
   const Block* b = reinterpret_cast<const Block*>(w);
   for (int t = 0; t < ntok; ++t)
@@ -207,15 +207,16 @@ void gemm_32_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const
         const BlockQ8_0& y = q8_0_at(xq, xs, t, ib);
         int32_t s = 0;
         for (int k = 0; k < 32; ++k) s += Code(b[ib], r, k) * y.qs[k];
-        if (kOffset) s -= kOffset * xsum[t * xsum_stride + ib];
-        const float scale = fp16_to_fp32(b[ib].d[r]) * fp16_to_fp32(y.d);
+        const Q8BlockInfo& yi = xinfo[t * xinfo_stride + ib];
+        if (kOffset) s -= kOffset * yi.sum;
+        const float scale = fp16_to_fp32(b[ib].d[r]) * yi.d;
         acc = std::fma(scale, static_cast<float>(s), acc);
       }
       out[t * 8 + r] = acc;
     }
 }
 
-void gemm_q4_k_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int32_t*, size_t, int ntok,
+void gemm_q4_k_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, int ntok,
                       float* out) {
   const BlockQ4_Kx8* b = reinterpret_cast<const BlockQ4_Kx8*>(w);
   for (int t = 0; t < ntok; ++t)
@@ -241,7 +242,7 @@ void gemm_q4_k_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, con
     }
 }
 
-void gemm_q6_k_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int32_t*, size_t, int ntok,
+void gemm_q6_k_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, int ntok,
                       float* out) {
   const BlockQ6_Kx8* b = reinterpret_cast<const BlockQ6_Kx8*>(w);
   for (int t = 0; t < ntok; ++t)
@@ -269,7 +270,7 @@ void gemm_q6_k_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, con
     }
 }
 
-void gemm_iq4_xs_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int32_t*, size_t, int ntok,
+void gemm_iq4_xs_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, int ntok,
                         float* out) {
   const BlockIQ4_XSx8* b = reinterpret_cast<const BlockIQ4_XSx8*>(w);
   for (int t = 0; t < ntok; ++t)
@@ -290,7 +291,7 @@ void gemm_iq4_xs_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, c
 }
 
 // F16: two chains per output (even and odd columns), added at the end.
-void gemm_f16_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int32_t*, size_t, int ntok,
+void gemm_f16_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, int ntok,
                      float* out) {
   const uint16_t* v = reinterpret_cast<const uint16_t*>(w);
   for (int t = 0; t < ntok; ++t) {

@@ -49,14 +49,18 @@ size_t packed_group_bytes(GgmlType t, int64_t cols);
 void pack_rows8(GgmlType t, const uint8_t* rows, size_t row_stride, int64_t cols, uint8_t* dst);
 
 // out[t * 8 + r] = row r of the packed group . activation row t, for t < ntok (1..4).
-// xq: activation rows quantized to activation_type(t), xq_stride bytes apart. xsum: for Q8_0
-// activations, the sum of each block's 32 codes (xsum_stride ints apart); unused otherwise.
+// xq: activation rows quantized to activation_type(t), xq_stride bytes apart. xinfo: for Q8_0
+// activations, each block's code sum and scale (xinfo_stride entries apart); unused otherwise.
 // For F16 weights xq holds f32 activations.
-using GemmX8Fn = void (*)(int n, const uint8_t* w, const uint8_t* xq, size_t xq_stride, const int32_t* xsum,
-                          size_t xsum_stride, int ntok, float* out);
+struct Q8BlockInfo {
+  int32_t sum;  // sum of the block's 32 codes (for formats stored with an offset)
+  float d;      // the block's fp16 scale as a float, ready to broadcast
+};
+using GemmX8Fn = void (*)(int n, const uint8_t* w, const uint8_t* xq, size_t xq_stride, const Q8BlockInfo* xinfo,
+                          size_t xinfo_stride, int ntok, float* out);
 
-// Sum of each block's codes for a row of Q8_0 blocks (the xsum argument above).
-void q8_0_block_sums(const uint8_t* xq, int64_t n, int32_t* sums);
+// The xinfo argument above for a row of n values in Q8_0 blocks.
+void q8_0_block_info(const uint8_t* xq, int64_t n, Q8BlockInfo* info);
 
 struct KernelTable;
 void fill_scalar_gemm_x8(KernelTable& t);

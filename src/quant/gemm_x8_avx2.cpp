@@ -32,6 +32,8 @@ inline __m256i bcast4(const int8_t* p) {
   std::memcpy(&v, p, 4);
   return _mm256_set1_epi32(v);
 }
+// A broadcast straight from memory (a load, no shuffle).
+inline __m256i bcast_i32(const int32_t* p) { return _mm256_castps_si256(_mm256_broadcast_ss(reinterpret_cast<const float*>(p))); }
 inline __m256 load_d8(const uint16_t* d) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d))); }
 // Software prefetch of a block two ahead: the K-quant blocks are read as several interleaved
 // streams, which the hardware prefetcher follows poorly (Q6_K matvec ran at half speed without);
@@ -80,12 +82,12 @@ inline __m256i nibble_group(const uint8_t* qs, int g) {
 
 struct Q4_0x8 {
   using Block = BlockQ4_0x8;
-  static constexpr int kOffset = 8, kPerSum = 8;  // 8 * 2*15*127 = 30480 fits 16 bits
+  static constexpr int kShift = 3, kPerSum = 8;  // offset 8; 8 * 2*15*127 = 30480 fits 16 bits
   static __m256i code(const Block& b, int g) { return nibble_group(b.qs, g); }
 };
 struct Q5_0x8 {
   using Block = BlockQ5_0x8;
-  static constexpr int kOffset = 16, kPerSum = 4;  // 4 * 2*31*127 = 31496 fits 16 bits
+  static constexpr int kShift = 4, kPerSum = 4;  // offset 16; 4 * 2*31*127 = 31496 fits 16 bits
   static __m256i code(const Block& b, int g) {
     const __m256i sel = _mm256_set1_epi8(static_cast<char>(1 << g));
     const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
@@ -95,7 +97,7 @@ struct Q5_0x8 {
 };
 
 template <typename F, int NT>
-void gemm_unsigned32(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int32_t* xsum, size_t xss,
+void gemm_unsigned32(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo* xsum, size_t xss,
                      float* out) {
   const auto* b = reinterpret_cast<const typename F::Block*>(w);
   const __m256i ones = _mm256_set1_epi16(1);
@@ -123,8 +125,9 @@ void gemm_unsigned32(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
     }
     const __m256 dw = load_d8(b[ib].d);
     STRATA_UNROLL for (int t = 0; t < NT; ++t) {
-      const __m256i v = _mm256_sub_epi32(s32[t], _mm256_set1_epi32(F::kOffset * xsum[xss * t + ib]));
-      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(h2f(y[t]->d))), _mm256_cvtepi32_ps(v), acc[t]);
+      const Q8BlockInfo& yi = xsum[xss * t + ib];
+      const __m256i v = _mm256_sub_epi32(s32[t], _mm256_slli_epi32(bcast_i32(&yi.sum), F::kShift));
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_broadcast_ss(&yi.d)), _mm256_cvtepi32_ps(v), acc[t]);
     }
   }
   STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, acc[t]);
@@ -133,7 +136,7 @@ void gemm_unsigned32(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
 // Q8_0: signed codes, so the sign goes onto the activations; a pair of products can reach
 // 2*128*127, so each maddubs result is widened at once.
 template <int NT>
-void gemm_q8_0(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int32_t*, size_t, float* out) {
+void gemm_q8_0(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo* xsum, size_t xss, float* out) {
   const auto* b = reinterpret_cast<const BlockQ8_0x8*>(w);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[NT];
@@ -154,7 +157,7 @@ void gemm_q8_0(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int3
     }
     const __m256 dw = load_d8(b[ib].d);
     STRATA_UNROLL for (int t = 0; t < NT; ++t)
-      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(h2f(y[t]->d))), _mm256_cvtepi32_ps(s32[t]), acc[t]);
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_broadcast_ss(&xsum[xss * t + ib].d)), _mm256_cvtepi32_ps(s32[t]), acc[t]);
   }
   STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, acc[t]);
 }
@@ -164,7 +167,7 @@ void gemm_q8_0(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int3
 // Q4_K: a sub-block's eight maddubs results (each pair below 2*15*127) sum exactly in 16 bits,
 // then madd applies the row's 6-bit scale.
 template <int NT>
-void gemm_q4_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int32_t*, size_t, float* out) {
+void gemm_q4_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {
   const auto* b = reinterpret_cast<const BlockQ4_Kx8*>(w);
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256 acc[NT];
@@ -218,7 +221,7 @@ void gemm_q4_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int3
 // before the row's 8-bit group scale is applied. One pass over H = 0..15 builds the codes of
 // groups H, H+16, H+32 and H+48 from two low-nibble loads and one high-bit load.
 template <int NT>
-void gemm_q6_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int32_t*, size_t, float* out) {
+void gemm_q6_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {
   const auto* b = reinterpret_cast<const BlockQ6_Kx8*>(w);
   const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
   __m256 acc[NT];
@@ -272,7 +275,7 @@ void gemm_q6_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int3
 // goes onto the activations and each maddubs result (pairs below 2*127*127) is scaled by the
 // row's sub-block scale through madd at once.
 template <int NT>
-void gemm_iq4_xs(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int32_t*, size_t, float* out) {
+void gemm_iq4_xs(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {
   const auto* b = reinterpret_cast<const BlockIQ4_XSx8*>(w);
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m128i t128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
@@ -311,7 +314,7 @@ void gemm_iq4_xs(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const in
 
 // ---- F16 on f32 activations: two chains per output (even and odd columns) ----
 template <int NT>
-void gemm_f16(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int32_t*, size_t, float* out) {
+void gemm_f16(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {
   const auto* v = reinterpret_cast<const uint16_t*>(w);
   const float* x[NT];
   STRATA_UNROLL for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const float*>(xq + xs * t);
@@ -330,7 +333,7 @@ void gemm_f16(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int32
 
 template <template <int> class K>
 struct Dispatch {
-  static void run(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const int32_t* xsum, size_t xss, int ntok,
+  static void run(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo* xsum, size_t xss, int ntok,
                   float* out) {
     switch (ntok) {
       case 1: K<1>::f(n, w, xq, xs, xsum, xss, out); break;
