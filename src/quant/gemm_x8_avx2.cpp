@@ -11,18 +11,6 @@
 #include "quant/kernels.h"
 #include "quant/simd_avx2_blocks.h"
 
-// Full unrolling before scalar replacement keeps per-token accumulator arrays in registers
-// (otherwise GCC keeps a stack copy and stores it on every iteration).
-// (Not under AddressSanitizer: instrumenting the unrolled bodies made this file take minutes to
-// compile; the arithmetic is the same either way.)
-#if defined(__SANITIZE_ADDRESS__)
-#define STRATA_UNROLL
-#else
-#define STRATA_UNROLL _Pragma("GCC unroll 16")
-#endif
-// Pins a running sum to a register at this point: without it GCC reassociates the unrolled sums
-// into trees whose many live products spill to the stack.
-#define STRATA_KEEP(v) __asm__("" : "+x"(v))
 
 namespace strata {
 namespace {

@@ -8,6 +8,19 @@
 
 #include "quant/formats.h"
 
+// Full unrolling before scalar replacement keeps per-token accumulator arrays in registers
+// (otherwise GCC keeps a stack copy and stores it on every iteration), and turns per-chunk
+// shuffle patterns into constants. (Not under AddressSanitizer: instrumenting the unrolled bodies
+// made the packed-kernel file take minutes to compile; the arithmetic is the same either way.)
+#if defined(__SANITIZE_ADDRESS__)
+#define STRATA_UNROLL
+#else
+#define STRATA_UNROLL _Pragma("GCC unroll 16")
+#endif
+// Pins a running sum to a register at this point: without it GCC reassociates the unrolled sums
+// into trees whose many live products spill to the stack.
+#define STRATA_KEEP(v) __asm__("" : "+x"(v))
+
 namespace strata {
 namespace {
 
