@@ -36,6 +36,7 @@ struct Lattice {
   int group = 0;              // values per grid entry: 8 or 4
   int nlev = 0;               // levels per coordinate
   float level[8] = {};        // value of each level, ascending
+  float mid[7] = {};          // midpoints between neighbouring levels
   int n_entries = 0;
   std::vector<float> value;   // n_entries * group
   std::vector<uint16_t> near; // for each lattice point, kCandidates entries, nearest first
@@ -43,6 +44,7 @@ struct Lattice {
   Lattice(const uint16_t* packed, int n, int group_, int shift, const std::vector<int>& levels)
       : group(group_), nlev(static_cast<int>(levels.size())), n_entries(n) {
     for (int l = 0; l < nlev; ++l) level[l] = static_cast<float>(levels[l]);
+    for (int l = 0; l + 1 < nlev; ++l) mid[l] = 0.5f * (level[l] + level[l + 1]);
     value.resize(static_cast<size_t>(n) * group);
     const int mask = (1 << shift) - 1;
     for (int e = 0; e < n; ++e)
@@ -64,11 +66,11 @@ struct Lattice {
     }
   }
 
+  // The level nearest u: how many midpoints between neighbouring levels lie below it.
   int nearest_level(float u) const {
-    int best = 0;
-    for (int l = 1; l < nlev; ++l)
-      if (std::fabs(u - level[l]) < std::fabs(u - level[best])) best = l;
-    return best;
+    int l = 0;
+    for (int m = 0; m + 1 < nlev; ++m) l += u > mid[m];
+    return l;
   }
   const float* entry(int e) const { return value.data() + static_cast<size_t>(e) * group; }
 
@@ -213,7 +215,7 @@ float fit_sub_scale(const Spec& s, const float* t, const float* w, int n, bool& 
   };
   const int n_delta = s.delta == Delta::PerSubBlock ? 2 : 1;
   for (int dn = 0; dn < n_delta; ++dn)
-    for (int k = -8; k <= 8; ++k) try_scale(amax / top * (1.f + 0.05f * static_cast<float>(k)), dn == 1);
+    for (int k = -4; k <= 4; ++k) try_scale(amax / top * (1.f + 0.1f * static_cast<float>(k)), dn == 1);
   // Re-choose the entries at the best least-squares scale while that improves.
   for (int iter = 0; iter < 3; ++iter)
     if (!try_scale(best_scale, best_neg)) break;
