@@ -566,6 +566,18 @@ inline __m256i scale_pair(__m256i scales, int c) {
   return _mm256_shuffle_epi8(scales, _mm256_set_m128i(pat, pat));
 }
 
+// Eight stored sign bits per 8 values (IQ2_S, IQ3_S): the sign source for 4 groups, 0xFF where
+// bit j of group k's byte is set and 0x01 elsewhere, made in vector registers (no table).
+inline __m256i sign_masks(const uint8_t* sg4) {
+  uint32_t v;
+  std::memcpy(&v, sg4, 4);
+  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+  const __m256i rep = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(v)), spread);
+  return _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(rep, bit), bit), _mm256_set1_epi8(1));
+}
+
 // Grid formats (IQ2_*, IQ3_*): values are unsigned grid bytes times a sign, so each 32-value
 // chunk is gathered as 4 grid entries plus 4 sign masks (0xFF = negative, 0x01 = positive); the
 // signs go onto the activations and maddubs multiplies them with the unsigned grid bytes.
@@ -610,8 +622,7 @@ struct ChunkIQ2_S {
     const int h = b.qh[c];
     g = _mm256_set_epi64x(t.iq2s[q[3] | ((h >> 6) & 3) << 8], t.iq2s[q[2] | ((h >> 4) & 3) << 8],
                           t.iq2s[q[1] | ((h >> 2) & 3) << 8], t.iq2s[q[0] | (h & 3) << 8]);
-    const uint8_t* sg = b.signs + 4 * c;
-    s = _mm256_set_epi64x(t.sign_bytes[sg[3]], t.sign_bytes[sg[2]], t.sign_bytes[sg[1]], t.sign_bytes[sg[0]]);
+    s = sign_masks(b.signs + 4 * c);
   }
 };
 struct ChunkIQ3_XXS {
@@ -649,8 +660,7 @@ struct ChunkIQ3_S {
     const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(b.qh[c]), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
                                         _mm256_set1_epi32(1));
     g = _mm256_i32gather_epi32(reinterpret_cast<const int*>(t.iq3s), _mm256_or_si256(lo, _mm256_slli_epi32(hi, 8)), 4);
-    const uint8_t* sg = b.signs + 4 * c;
-    s = _mm256_set_epi64x(t.sign_bytes[sg[3]], t.sign_bytes[sg[2]], t.sign_bytes[sg[1]], t.sign_bytes[sg[0]]);
+    s = sign_masks(b.signs + 4 * c);
   }
 };
 
