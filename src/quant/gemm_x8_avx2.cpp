@@ -76,11 +76,12 @@ struct Q4_0x8 {
 struct Q5_0x8 {
   using Block = BlockQ5_0x8;
   static constexpr int kShift = 4, kPerSum = 4;  // offset 16; 4 * 2*31*127 = 31496 fits 16 bits
+  // Bit g of each qh byte moved to bit 4 by a 16-bit shift (bits 4 of both bytes of a 16-bit
+  // lane come from their own byte for shifts up to 4), then masked.
   static __m256i code(const Block& b, int g) {
-    const __m256i sel = _mm256_set1_epi8(static_cast<char>(1 << g));
     const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
-    const __m256i bit5 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, sel), sel), _mm256_set1_epi8(0x10));
-    return _mm256_or_si256(nibble_group(b.qs, g), bit5);
+    const __m256i moved = g <= 4 ? _mm256_slli_epi16(qh, 4 - g) : _mm256_srli_epi16(qh, g - 4);
+    return _mm256_or_si256(nibble_group(b.qs, g), _mm256_and_si256(moved, _mm256_set1_epi8(0x10)));
   }
 };
 
