@@ -156,6 +156,58 @@ TEST_P(IntKernelParity, MultiRowKernelIsBitIdenticalToSingleRow) {
 }
 }
 
+// Prefill of the lookup-bound formats decodes a weight row once: the same bits as the multi-row
+// kernel and as the single-row kernel.
+TEST_P(IntKernelParity, DecodedRowsGiveTheSingleRowBits) {
+  if (simd_tables().empty()) GTEST_SKIP() << "CPU has no AVX2";
+  const GgmlType t = GetParam();
+  for (const KernelTable* simd : simd_tables()) {
+    SCOPED_TRACE(simd->isa);
+    const DecodeRowFn decode = simd->decode_row[static_cast<int>(t)];
+    if (!decode) continue;
+    ASSERT_NE(simd->dot_decoded, nullptr);
+    const int n = 768;
+    const size_t stride = row_bytes(GgmlType::Q8_K, n);
+    for (bool raw : {false, true}) {
+      auto row = random_row(t, n, raw ? 43 : 44, raw);
+      std::vector<uint8_t> xq(stride * 4), decoded(n / 256 * kDecodedBlockBytes);
+      for (int r = 0; r < 4; ++r) {
+        auto x = randn(n, 200 + r);
+        quantize_row(GgmlType::Q8_K, x.data(), xq.data() + r * stride, n);
+      }
+      decode(n, row.data(), decoded.data());
+      for (int ntok = 1; ntok <= 4; ++ntok) {
+        float out[4];
+        simd->dot_decoded(n, decoded.data(), xq.data(), stride, ntok, out);
+        for (int r = 0; r < ntok; ++r) {
+          const float single = simd->dotq[static_cast<int>(t)](n, row.data(), xq.data() + r * stride);
+          EXPECT_EQ(0, std::memcmp(&out[r], &single, 4)) << type_name(t) << " ntok " << ntok << " row " << r;
+        }
+      }
+    }
+  }
+}
+
+// Through matmul: a 9-token batch (decoded rows) and the tokens one at a time give the same bits.
+TEST(Ops, LookupFormatBatchesMatchSingleTokens) {
+  const int rows = 21, cols = 512, ntok = 9;
+  for (GgmlType t : {GgmlType::IQ2_XS, GgmlType::IQ3_S, GgmlType::Q3_K}) {
+    auto w = randn(rows * cols, 5);
+    const size_t rb = row_bytes(t, cols);
+    std::vector<uint8_t> wq(rb * rows);
+    for (int r = 0; r < rows; ++r) quantize_row(t, w.data() + r * cols, wq.data() + r * rb, cols);
+    ops::Matrix m{t, rows, cols, wq.data(), rb};
+    auto x = randn(ntok * cols, 6);
+    std::vector<float> batch(ntok * rows), one(rows);
+    ThreadPool p2(2);
+    ops::matmul(m, x.data(), ntok, batch.data(), p2);
+    for (int i = 0; i < ntok; ++i) {
+      ops::matmul(m, x.data() + i * cols, 1, one.data(), p2);
+      EXPECT_EQ(0, std::memcmp(one.data(), batch.data() + i * rows, rows * 4)) << type_name(t) << " token " << i;
+    }
+  }
+}
+
 // ---- Kernels on weights packed 8 rows at a time ----
 const GgmlType kPackFormats[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0,
                                  GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::F16};

@@ -819,6 +819,71 @@ void dotq_codes_n(int n, const typename F::Block* b, const uint8_t* xq, size_t s
   for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]) - mins[t];
 }
 
+// The per-chunk operands of dotq_codes_n, decoded once per weight row for prefill: magnitudes,
+// sign sources, sub-scale pairs and the block factor, then used by every group of activation rows.
+struct DecodedBlock {
+  int8_t a[8][32];   // magnitudes (maddubs reads them unsigned)
+  int8_t s[8][32];   // sign sources
+  int8_t sc[8][32];  // sub-scale pairs (16-bit)
+  float d;
+  uint8_t pad[28];
+};
+static_assert(sizeof(DecodedBlock) == kDecodedBlockBytes);
+
+template <typename F>
+void decode_row_codes(int n, const void* w, uint8_t* out) {
+  static_assert(!requires(const typename F::Block& b, const BlockQ8_K& y) { F::min_term(b, y); },
+                "formats with a min term need the activations' sums");
+  const auto* b = static_cast<const typename F::Block*>(w);
+  auto* db = reinterpret_cast<DecodedBlock*>(out);
+  const iq::Tables& tab = iq::tables();
+  for (int i = 0; i < n / 256; ++i) {
+    float d;
+    const __m256i scales = block_scales(F::scales(b[i], d));
+    STRATA_UNROLL for (int c = 0; c < 8; ++c) {
+      __m256i a, s;
+      magnitudes_and_signs<F>(b[i], c, tab, a, s);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(db[i].a[c]), a);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(db[i].s[c]), s);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(db[i].sc[c]), scale_pair(scales, c));
+    }
+    db[i].d = d;
+  }
+}
+
+template <int NT>
+void dot_decoded_n(int n, const DecodedBlock* db, const uint8_t* xq, size_t stride, float* out) {
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int i = 0; i < n / 256; ++i) {
+    __m256i sum[NT];
+    for (int t = 0; t < NT; ++t) sum[t] = _mm256_setzero_si256();
+    STRATA_UNROLL for (int c = 0; c < 8; ++c) {
+      const __m256i a = load32(db[i].a[c]), s = load32(db[i].s[c]), sc = load32(db[i].sc[c]);
+      for (int t = 0; t < NT; ++t) {
+        const BlockQ8_K& y = reinterpret_cast<const BlockQ8_K*>(xq + t * stride)[i];
+        const __m256i p = _mm256_maddubs_epi16(a, _mm256_sign_epi8(load32(y.qs + 32 * c), s));
+        sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(p, sc));
+      }
+    }
+    for (int t = 0; t < NT; ++t) {
+      const BlockQ8_K& y = reinterpret_cast<const BlockQ8_K*>(xq + t * stride)[i];
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(db[i].d * y.d), _mm256_cvtepi32_ps(sum[t]), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]);
+}
+
+void dot_decoded(int n, const uint8_t* decoded, const uint8_t* xq, size_t stride, int ntok, float* out) {
+  const auto* db = reinterpret_cast<const DecodedBlock*>(decoded);
+  switch (ntok) {
+    case 1: dot_decoded_n<1>(n, db, xq, stride, out); break;
+    case 2: dot_decoded_n<2>(n, db, xq, stride, out); break;
+    case 3: dot_decoded_n<3>(n, db, xq, stride, out); break;
+    default: dot_decoded_n<4>(n, db, xq, stride, out); break;
+  }
+}
+
 template <typename F>
 float dotq_codes(int n, const void* w, const void* xq) {
   float out;
@@ -885,6 +950,13 @@ void fill_avx2_int_kernels(KernelTable& t) {
   STRATA_CODES(IQ2_XXS) STRATA_CODES(IQ2_XS) STRATA_CODES(IQ2_S) STRATA_CODES(IQ3_XXS) STRATA_CODES(IQ3_S)
   STRATA_CODES(IQ1_S) STRATA_CODES(IQ1_M) STRATA_CODES(IQ4_XS) STRATA_CODES(TQ2_0) STRATA_CODES(Q2_K) STRATA_CODES(Q3_K)
 #undef STRATA_CODES
+  // Prefill of the lookup-bound formats: rows decoded once (Q2_K's min term needs the activation
+  // sums per call, so it keeps dotq_multi).
+#define STRATA_DECODED(T) t.decode_row[static_cast<int>(GgmlType::T)] = decode_row_codes<Chunk##T>;
+  STRATA_DECODED(IQ2_XXS) STRATA_DECODED(IQ2_XS) STRATA_DECODED(IQ2_S) STRATA_DECODED(IQ3_XXS) STRATA_DECODED(IQ3_S)
+  STRATA_DECODED(IQ1_S) STRATA_DECODED(IQ1_M) STRATA_DECODED(TQ2_0) STRATA_DECODED(Q3_K)
+#undef STRATA_DECODED
+  t.dot_decoded = dot_decoded;
 }
 
 }  // namespace strata
