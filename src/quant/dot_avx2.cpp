@@ -785,6 +785,27 @@ inline void magnitudes_and_signs(const typename F::Block& b, int c, const iq::Ta
   }
 }
 
+// The arithmetic the chunked kernels share, so the direct and the decoded-row kernels give the
+// same bits by construction. One 32-value chunk c of block i (magnitudes a, sign source s, scale
+// pair sc) against NT activation rows: maddubs on the signed activations, madd with the scales.
+template <int NT>
+inline void chunk_products(__m256i a, __m256i s, __m256i sc, const uint8_t* xq, size_t stride, int i, int c,
+                           __m256i* sum) {
+  for (int t = 0; t < NT; ++t) {
+    const BlockQ8_K& y = reinterpret_cast<const BlockQ8_K*>(xq + t * stride)[i];
+    const __m256i p = _mm256_maddubs_epi16(a, _mm256_sign_epi8(load32(y.qs + 32 * c), s));
+    sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(p, sc));
+  }
+}
+// One float multiply-add per block and activation row.
+template <int NT>
+inline void block_fma(float d, const uint8_t* xq, size_t stride, int i, const __m256i* sum, __m256* acc) {
+  for (int t = 0; t < NT; ++t) {
+    const BlockQ8_K& y = reinterpret_cast<const BlockQ8_K*>(xq + t * stride)[i];
+    acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * y.d), _mm256_cvtepi32_ps(sum[t]), acc[t]);
+  }
+}
+
 // The driver of every 256-value format with one integer sub-scale per 16 values (the i-quants,
 // TQ2_0, Q2_K, Q3_K): per chunk, maddubs(magnitudes, activations signed by the sign source), then
 // madd with the sub-scales; one float multiply per block and activation row.
@@ -803,18 +824,14 @@ void dotq_codes_n(int n, const typename F::Block* b, const uint8_t* xq, size_t s
     STRATA_UNROLL for (int c = 0; c < 8; ++c) {
       __m256i a, s;
       magnitudes_and_signs<F>(b[i], c, tab, a, s);
-      const __m256i sc = scale_pair(scales, c);
+      chunk_products<NT>(a, s, scale_pair(scales, c), xq, stride, i, c, sum);
+    }
+    block_fma<NT>(d, xq, stride, i, sum, acc);
+    if constexpr (requires(const BlockQ8_K& y) { F::min_term(b[i], y); })
       for (int t = 0; t < NT; ++t) {
         const BlockQ8_K& y = reinterpret_cast<const BlockQ8_K*>(xq + t * stride)[i];
-        const __m256i p = _mm256_maddubs_epi16(a, _mm256_sign_epi8(load32(y.qs + 32 * c), s));
-        sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(p, sc));
+        mins[t] += y.d * F::min_term(b[i], y);
       }
-    }
-    for (int t = 0; t < NT; ++t) {
-      const BlockQ8_K& y = reinterpret_cast<const BlockQ8_K*>(xq + t * stride)[i];
-      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * y.d), _mm256_cvtepi32_ps(sum[t]), acc[t]);
-      if constexpr (requires { F::min_term(b[i], y); }) mins[t] += y.d * F::min_term(b[i], y);
-    }
   }
   for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]) - mins[t];
 }
@@ -858,18 +875,9 @@ void dot_decoded_n(int n, const DecodedBlock* db, const uint8_t* xq, size_t stri
   for (int i = 0; i < n / 256; ++i) {
     __m256i sum[NT];
     for (int t = 0; t < NT; ++t) sum[t] = _mm256_setzero_si256();
-    STRATA_UNROLL for (int c = 0; c < 8; ++c) {
-      const __m256i a = load32(db[i].a[c]), s = load32(db[i].s[c]), sc = load32(db[i].sc[c]);
-      for (int t = 0; t < NT; ++t) {
-        const BlockQ8_K& y = reinterpret_cast<const BlockQ8_K*>(xq + t * stride)[i];
-        const __m256i p = _mm256_maddubs_epi16(a, _mm256_sign_epi8(load32(y.qs + 32 * c), s));
-        sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(p, sc));
-      }
-    }
-    for (int t = 0; t < NT; ++t) {
-      const BlockQ8_K& y = reinterpret_cast<const BlockQ8_K*>(xq + t * stride)[i];
-      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(db[i].d * y.d), _mm256_cvtepi32_ps(sum[t]), acc[t]);
-    }
+    STRATA_UNROLL for (int c = 0; c < 8; ++c)
+      chunk_products<NT>(load32(db[i].a[c]), load32(db[i].s[c]), load32(db[i].sc[c]), xq, stride, i, c, sum);
+    block_fma<NT>(db[i].d, xq, stride, i, sum, acc);
   }
   for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]);
 }
