@@ -55,27 +55,17 @@ void matmul_rows(const Matrix& w, int64_t r_begin, const float* x, const Quantiz
     // Lookup-bound formats with more than one group of activation rows: each weight row is
     // decoded once and reused by every group (same arithmetic as dotq_multi, same bits).
     const DecodeRowFn decode = n_tok > 4 && k.dot_decoded ? k.decode_row[static_cast<int>(w.type)] : nullptr;
-    if (decode) {
+    if (const QDotMultiFn dm = decode ? k.dot_decoded : n_tok > 1 ? k.dotq_multi[static_cast<int>(w.type)] : nullptr) {
       pool.parallel_for(n, 16, [&](int64_t i0, int64_t i1) {
         thread_local std::vector<uint8_t> decoded;
-        decoded.resize(static_cast<size_t>(cols / 256) * kDecodedBlockBytes);
+        if (decode) decoded.resize(static_cast<size_t>(cols / 256) * kDecodedBlockBytes);
         float out[4];
         for (int64_t r = r_begin + i0; r < r_begin + i1; ++r) {
-          decode(cols, w.row(r), decoded.data());
-          for (int t = 0; t < n_tok; t += 4) {
-            const int nt = std::min(4, n_tok - t);
-            k.dot_decoded(cols, decoded.data(), xqp + t * qrow, qrow, nt, out);
-            for (int i = 0; i < nt; ++i) y[static_cast<size_t>(t + i) * rows + r] = out[i];
+          const void* wr = w.row(r);
+          if (decode) {
+            decode(cols, wr, decoded.data());
+            wr = decoded.data();
           }
-        }
-      });
-      return;
-    }
-    if (const QDotMultiFn dm = n_tok > 1 ? k.dotq_multi[static_cast<int>(w.type)] : nullptr) {
-      pool.parallel_for(n, 16, [&](int64_t i0, int64_t i1) {
-        float out[4];
-        for (int64_t r = r_begin + i0; r < r_begin + i1; ++r) {
-          const uint8_t* wr = w.row(r);
           for (int t = 0; t < n_tok; t += 4) {
             const int nt = std::min(4, n_tok - t);
             dm(cols, wr, xqp + t * qrow, qrow, nt, out);

@@ -882,8 +882,8 @@ void dot_decoded_n(int n, const DecodedBlock* db, const uint8_t* xq, size_t stri
   for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]);
 }
 
-void dot_decoded(int n, const uint8_t* decoded, const uint8_t* xq, size_t stride, int ntok, float* out) {
-  const auto* db = reinterpret_cast<const DecodedBlock*>(decoded);
+void dot_decoded(int n, const void* decoded, const uint8_t* xq, size_t stride, int ntok, float* out) {
+  const auto* db = static_cast<const DecodedBlock*>(decoded);
   switch (ntok) {
     case 1: dot_decoded_n<1>(n, db, xq, stride, out); break;
     case 2: dot_decoded_n<2>(n, db, xq, stride, out); break;

@@ -25,11 +25,11 @@ using ExpShiftFn = void (*)(int n, const float* x, float shift, float* out);  //
 using DotRowsFn = void (*)(int n, const float* x, const float* rows, int nrows, float* out);
 using QDotMultiFn = void (*)(int n, const void* w, const uint8_t* xq, size_t xq_stride, int ntok, float* out);
 // Formats whose chunks are decoded through table lookups (i-quants, Q3_K, TQ2_0): a weight row is
-// decoded once into kDecodedBlockBytes per 256 values, then multiplied with any number of
-// activation rows (1..4 per call) with the dotq_multi arithmetic, so out[t] is bit-identical to it.
+// decoded once into kDecodedBlockBytes per 256 values; KernelTable::dot_decoded (a QDotMultiFn
+// taking the decoded row as w) then multiplies it with 1..4 activation rows per call with the
+// dotq_multi arithmetic, so out[t] is bit-identical to it.
 constexpr size_t kDecodedBlockBytes = 800;
 using DecodeRowFn = void (*)(int n, const void* w, uint8_t* decoded);
-using DecodedDotFn = void (*)(int n, const uint8_t* decoded, const uint8_t* xq, size_t xq_stride, int ntok, float* out);
 
 // Activations are quantized once per matmul to the format ggml pairs with each weight format:
 // Q8_0 for the 32-element block formats, Q8_K for the K-quants, and left in f32 for float weights.
@@ -45,7 +45,7 @@ struct KernelTable {
                                 // activations and uses dot[] (same values, float arithmetic)
   QDotMultiFn dotq_multi[kMaxTypes] = {};  // optional: several activation rows per weight row
   DecodeRowFn decode_row[kMaxTypes] = {};   // optional, with dot_decoded: prefill of lookup formats
-  DecodedDotFn dot_decoded = nullptr;
+  QDotMultiFn dot_decoded = nullptr;
   GemmX8Fn gemm_x8[kMaxTypes] = {};        // kernels on weights packed 8 rows at a time
   QuantizeFn quantize_act[kMaxTypes] = {};  // activation quantizers, by activation format
   GatedActFn silu_mul = nullptr;            // vector versions; ops' scalar reference when null
