@@ -297,11 +297,11 @@ TEST_P(PackedKernels, MatchesFileLayoutDotWithinRounding) {
     }
 }
 
-// Through matmul: 3 packed groups plus 5 rows in file layout; the logits of a token must not
+// Through matmul: 5 packed groups plus 5 rows in file layout; the logits of a token must not
 // depend on the batch it came in or on the thread count.
 TEST_P(PackedKernels, MatmulOutputDoesNotDependOnBatchOrThreads) {
   const GgmlType t = GetParam();
-  const int rows = 29, cols = 512, ntok = 7;
+  const int rows = 45, cols = 512, ntok = 7;
   PackedCase c(t, rows, cols, ntok, 11);
   {
     ops::Matrix m{t, rows, cols, c.file.data(), c.row_stride};
@@ -321,6 +321,28 @@ TEST_P(PackedKernels, MatmulOutputDoesNotDependOnBatchOrThreads) {
     std::vector<float> y(rows * ntok);
     ops::matmul(plain, c.x.data(), ntok, y.data(), p2);
     for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(batch[i], y[i], 2e-3 * (1 + std::fabs(y[i]))) << type_name(t) << " " << i;
+  }
+}
+
+// F16 on several groups at once: each group's outputs are gemm_x8's bits for that group.
+TEST(PackedF16, GroupsGiveTheSingleGroupBits) {
+  PackedCase c(GgmlType::F16, 8 * kF16Groups, 264, kPackMaxTokens, 21);
+  std::vector<const KernelTable*> tables = simd_tables();
+  tables.push_back(&scalar_kernels());
+  for (const KernelTable* k : tables) {
+    ASSERT_NE(k->gemm_f16_groups, nullptr) << k->isa;
+    for (int ng = 1; ng <= kF16Groups; ++ng)
+      for (int ntok = 1; ntok <= kPackMaxTokens; ++ntok) {
+        float all[kPackMaxTokens * kF16Groups * 8];
+        const size_t width = 8 * static_cast<size_t>(ng);
+        k->gemm_f16_groups(c.cols, c.packed.data(), c.group_bytes, ng, c.x.data(), c.cols, ntok, all, width);
+        for (int g = 0; g < ng; ++g) {
+          float one[kPackMaxTokens * 8];
+          c.run(scalar_kernels().gemm_x8[static_cast<int>(GgmlType::F16)], g, 0, ntok, one);
+          for (int t = 0; t < ntok; ++t)
+            EXPECT_EQ(0, std::memcmp(one + 8 * t, all + width * t + 8 * g, 32)) << k->isa << " groups " << ng << " ntok " << ntok;
+        }
+      }
   }
 }
 

@@ -290,21 +290,23 @@ void gemm_iq4_xs_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, c
     }
 }
 
-// F16: two chains per output (even and odd columns), added at the end.
+// F16: one chain per output over the columns in order.
+void gemm_f16_groups_scalar(int n, const uint8_t* w, size_t gs, int ngroups, const float* x, size_t xs, int ntok,
+                            float* out, size_t os) {
+  for (int g = 0; g < ngroups; ++g) {
+    const uint16_t* v = reinterpret_cast<const uint16_t*>(w + gs * g);
+    for (int t = 0; t < ntok; ++t)
+      for (int r = 0; r < 8; ++r) {
+        float a = 0.f;
+        for (int k = 0; k < n; ++k) a = std::fma(fp16_to_fp32(v[k * 8 + r]), x[xs * t + k], a);
+        out[os * t + 8 * g + r] = a;
+      }
+  }
+}
+
 void gemm_f16_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, int ntok,
                      float* out) {
-  const uint16_t* v = reinterpret_cast<const uint16_t*>(w);
-  for (int t = 0; t < ntok; ++t) {
-    const float* x = reinterpret_cast<const float*>(xq + xs * t);
-    for (int r = 0; r < 8; ++r) {
-      float a0 = 0.f, a1 = 0.f;
-      for (int k = 0; k < n; k += 2) {
-        a0 = std::fma(fp16_to_fp32(v[k * 8 + r]), x[k], a0);
-        a1 = std::fma(fp16_to_fp32(v[(k + 1) * 8 + r]), x[k + 1], a1);
-      }
-      out[t * 8 + r] = a0 + a1;
-    }
-  }
+  gemm_f16_groups_scalar(n, w, 0, 1, reinterpret_cast<const float*>(xq), xs / sizeof(float), ntok, out, 8);
 }
 
 }  // namespace
@@ -317,6 +319,7 @@ void fill_scalar_gemm_x8(KernelTable& t) {
   t.gemm_x8[static_cast<int>(GgmlType::Q6_K)] = gemm_q6_k_scalar;
   t.gemm_x8[static_cast<int>(GgmlType::IQ4_XS)] = gemm_iq4_xs_scalar;
   t.gemm_x8[static_cast<int>(GgmlType::F16)] = gemm_f16_scalar;
+  t.gemm_f16_groups = gemm_f16_groups_scalar;
 }
 
 }  // namespace strata

@@ -301,23 +301,38 @@ void gemm_iq4_xs(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8
   STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, acc[t]);
 }
 
-// ---- F16 on f32 activations: two chains per output (even and odd columns) ----
-template <int NT>
-void gemm_f16(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {
-  const auto* v = reinterpret_cast<const uint16_t*>(w);
-  const float* x[NT];
-  STRATA_UNROLL for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const float*>(xq + xs * t);
-  __m256 a0[NT], a1[NT];
-  STRATA_UNROLL for (int t = 0; t < NT; ++t) a0[t] = a1[t] = _mm256_setzero_ps();
-  for (int k = 0; k < n; k += 2) {
-    const __m256 w0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + 8 * k)));
-    const __m256 w1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + 8 * k + 8)));
+// ---- F16 on f32 activations: one chain per output, G groups share each broadcast ----
+template <int G, int NT>
+void f16_groups(int n, const uint8_t* w, size_t gs, const float* x, size_t xs, float* out, size_t os) {
+  const uint16_t* v[G];
+  STRATA_UNROLL for (int g = 0; g < G; ++g) v[g] = reinterpret_cast<const uint16_t*>(w + gs * g);
+  __m256 acc[G][NT];
+  STRATA_UNROLL for (int g = 0; g < G; ++g) STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[g][t] = _mm256_setzero_ps();
+  for (int k = 0; k < n; ++k) {
+    __m256 wv[G];
+    STRATA_UNROLL for (int g = 0; g < G; ++g)
+      wv[g] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v[g] + 8 * k)));
     STRATA_UNROLL for (int t = 0; t < NT; ++t) {
-      a0[t] = _mm256_fmadd_ps(w0, _mm256_broadcast_ss(x[t] + k), a0[t]);
-      a1[t] = _mm256_fmadd_ps(w1, _mm256_broadcast_ss(x[t] + k + 1), a1[t]);
+      const __m256 b = _mm256_broadcast_ss(x + xs * t + k);
+      STRATA_UNROLL for (int g = 0; g < G; ++g) acc[g][t] = _mm256_fmadd_ps(wv[g], b, acc[g][t]);
     }
   }
-  STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, _mm256_add_ps(a0[t], a1[t]));
+  STRATA_UNROLL for (int g = 0; g < G; ++g) STRATA_UNROLL for (int t = 0; t < NT; ++t)
+    _mm256_storeu_ps(out + os * t + 8 * g, acc[g][t]);
+}
+
+void gemm_f16_groups(int n, const uint8_t* w, size_t gs, int ngroups, const float* x, size_t xs, int ntok, float* out,
+                     size_t os) {
+  static_assert(kF16Groups == 3 && kPackMaxTokens == 4);
+  using Fn = void (*)(int, const uint8_t*, size_t, const float*, size_t, float*, size_t);
+  static constexpr Fn kFns[3][4] = {{f16_groups<1, 1>, f16_groups<1, 2>, f16_groups<1, 3>, f16_groups<1, 4>},
+                                    {f16_groups<2, 1>, f16_groups<2, 2>, f16_groups<2, 3>, f16_groups<2, 4>},
+                                    {f16_groups<3, 1>, f16_groups<3, 2>, f16_groups<3, 3>, f16_groups<3, 4>}};
+  kFns[ngroups - 1][ntok - 1](n, w, gs, x, xs, out, os);
+}
+
+void gemm_f16(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, int ntok, float* out) {
+  gemm_f16_groups(n, w, 0, 1, reinterpret_cast<const float*>(xq), xs / sizeof(float), ntok, out, 8);
 }
 
 template <template <int> class K>
@@ -337,7 +352,6 @@ template <int NT> struct KQ4_0 { static constexpr auto f = gemm_unsigned32<Q4_0x
 template <int NT> struct KQ5_0 { static constexpr auto f = gemm_unsigned32<Q5_0x8, NT>; };
 template <int NT> struct KQ4_K { static constexpr auto f = gemm_q4_k<NT>; };
 template <int NT> struct KQ6_K { static constexpr auto f = gemm_q6_k<NT>; };
-template <int NT> struct KF16 { static constexpr auto f = gemm_f16<NT>; };
 template <int NT> struct KIQ4_XS { static constexpr auto f = gemm_iq4_xs<NT>; };
 
 }  // namespace
@@ -348,7 +362,8 @@ void fill_avx2_gemm_x8(KernelTable& t) {
   t.gemm_x8[static_cast<int>(GgmlType::Q5_0)] = Dispatch<KQ5_0>::run;
   t.gemm_x8[static_cast<int>(GgmlType::Q4_K)] = Dispatch<KQ4_K>::run;
   t.gemm_x8[static_cast<int>(GgmlType::Q6_K)] = Dispatch<KQ6_K>::run;
-  t.gemm_x8[static_cast<int>(GgmlType::F16)] = Dispatch<KF16>::run;
+  t.gemm_x8[static_cast<int>(GgmlType::F16)] = gemm_f16;
+  t.gemm_f16_groups = gemm_f16_groups;
   t.gemm_x8[static_cast<int>(GgmlType::IQ4_XS)] = Dispatch<KIQ4_XS>::run;
 }
 
