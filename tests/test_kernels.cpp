@@ -210,7 +210,8 @@ TEST(Ops, LookupFormatBatchesMatchSingleTokens) {
 
 // ---- Kernels on weights packed 8 rows at a time ----
 const GgmlType kPackFormats[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0,
-                                 GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::F16};
+                                 GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::F16,
+                                 GgmlType::BF16};
 
 // Random rows (alternately quantized floats and raw random blocks), packed; activation rows
 // prepared as matmul prepares them.
@@ -324,25 +325,29 @@ TEST_P(PackedKernels, MatmulOutputDoesNotDependOnBatchOrThreads) {
   }
 }
 
-// F16 on several groups at once: each group's outputs are gemm_x8's bits for that group.
-TEST(PackedF16, GroupsGiveTheSingleGroupBits) {
-  PackedCase c(GgmlType::F16, 8 * kF16Groups, 264, kPackMaxTokens, 21);
-  std::vector<const KernelTable*> tables = simd_tables();
-  tables.push_back(&scalar_kernels());
-  for (const KernelTable* k : tables) {
-    ASSERT_NE(k->gemm_f16_groups, nullptr) << k->isa;
-    for (int ng = 1; ng <= kF16Groups; ++ng)
-      for (int ntok = 1; ntok <= kPackMaxTokens; ++ntok) {
-        float all[kPackMaxTokens * kF16Groups * 8];
-        const size_t width = 8 * static_cast<size_t>(ng);
-        k->gemm_f16_groups(c.cols, c.packed.data(), c.group_bytes, ng, c.x.data(), c.cols, ntok, all, width);
-        for (int g = 0; g < ng; ++g) {
-          float one[kPackMaxTokens * 8];
-          c.run(scalar_kernels().gemm_x8[static_cast<int>(GgmlType::F16)], g, 0, ntok, one);
-          for (int t = 0; t < ntok; ++t)
-            EXPECT_EQ(0, std::memcmp(one + 8 * t, all + width * t + 8 * g, 32)) << k->isa << " groups " << ng << " ntok " << ntok;
+// F16 and BF16 on several groups at once: each group's outputs are gemm_x8's bits for that group.
+TEST(PackedHalf, GroupsGiveTheSingleGroupBits) {
+  for (GgmlType type : {GgmlType::F16, GgmlType::BF16}) {
+    PackedCase c(type, 8 * kHalfGroups, 264, kPackMaxTokens, 21);
+    std::vector<const KernelTable*> tables = simd_tables();
+    tables.push_back(&scalar_kernels());
+    for (const KernelTable* k : tables) {
+      const GemmHalfFn f = k->gemm_half_groups[static_cast<int>(type)];
+      ASSERT_NE(f, nullptr) << k->isa << " " << type_name(type);
+      for (int ng = 1; ng <= kHalfGroups; ++ng)
+        for (int ntok = 1; ntok <= kPackMaxTokens; ++ntok) {
+          float all[kPackMaxTokens * kHalfGroups * 8];
+          const size_t width = 8 * static_cast<size_t>(ng);
+          f(c.cols, c.packed.data(), c.group_bytes, ng, c.x.data(), c.cols, ntok, all, width);
+          for (int g = 0; g < ng; ++g) {
+            float one[kPackMaxTokens * 8];
+            c.run(scalar_kernels().gemm_x8[static_cast<int>(type)], g, 0, ntok, one);
+            for (int t = 0; t < ntok; ++t)
+              EXPECT_EQ(0, std::memcmp(one + 8 * t, all + width * t + 8 * g, 32))
+                  << k->isa << " " << type_name(type) << " groups " << ng << " ntok " << ntok;
+          }
         }
-      }
+    }
   }
 }
 

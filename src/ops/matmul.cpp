@@ -110,18 +110,18 @@ void matmul_packed(const Matrix& w, const float* x, const QuantizedActivations* 
   const size_t xrow = a ? a->row : static_cast<size_t>(cols) * sizeof(float);
   const Q8BlockInfo* sums = a ? a->sums.data() : nullptr;
   const size_t srow = a ? a->sums_row : 0;
-  if (const GemmF16Fn f16 = kernels().gemm_f16_groups; w.type == GgmlType::F16 && f16) {
-    // F16: up to kF16Groups groups per call share each activation broadcast.
-    const int64_t sets = (groups + kF16Groups - 1) / kF16Groups;
+  if (const GemmHalfFn half = kernels().gemm_half_groups[static_cast<int>(w.type)]) {
+    // F16, BF16: up to kHalfGroups groups per call share each activation broadcast.
+    const int64_t sets = (groups + kHalfGroups - 1) / kHalfGroups;
     pool.parallel_for(sets, 1, [&](int64_t s0, int64_t s1) {
-      float out[kPackRows * kF16Groups * kPackMaxTokens];
+      float out[kPackRows * kHalfGroups * kPackMaxTokens];
       for (int64_t s = s0; s < s1; ++s) {
-        const int64_t g = s * kF16Groups;
-        const int ng = static_cast<int>(std::min<int64_t>(kF16Groups, groups - g));
+        const int64_t g = s * kHalfGroups;
+        const int ng = static_cast<int>(std::min<int64_t>(kHalfGroups, groups - g));
         const size_t width = static_cast<size_t>(ng) * kPackRows;
         for (int t = 0; t < n_tok; t += kPackMaxTokens) {
           const int nt = std::min(kPackMaxTokens, n_tok - t);
-          f16(cols, w.packed + static_cast<size_t>(g) * w.packed_stride, w.packed_stride, ng, x + static_cast<size_t>(t) * cols,
+          half(cols, w.packed + static_cast<size_t>(g) * w.packed_stride, w.packed_stride, ng, x + static_cast<size_t>(t) * cols,
               static_cast<size_t>(cols), nt, out, width);
           for (int i = 0; i < nt; ++i)
             std::copy(out + i * width, out + (i + 1) * width, y + static_cast<size_t>(t + i) * rows + g * kPackRows);

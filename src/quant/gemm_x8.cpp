@@ -14,7 +14,7 @@ namespace strata {
 bool packable(GgmlType t) {
   switch (t) {
     case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q4_K: case GgmlType::Q6_K:
-    case GgmlType::IQ4_XS: case GgmlType::F16:
+    case GgmlType::IQ4_XS: case GgmlType::F16: case GgmlType::BF16:
       return true;
     default:
       return false;
@@ -30,7 +30,7 @@ size_t packed_group_bytes(GgmlType t, int64_t cols) {
     case GgmlType::Q4_K: return n / 256 * sizeof(BlockQ4_Kx8);
     case GgmlType::Q6_K: return n / 256 * sizeof(BlockQ6_Kx8);
     case GgmlType::IQ4_XS: return n / 256 * sizeof(BlockIQ4_XSx8);
-    case GgmlType::F16: return n * 8 * sizeof(uint16_t);
+    case GgmlType::F16: case GgmlType::BF16: return n * 8 * sizeof(uint16_t);
     default: throw Error("no packed layout for " + type_name(t));
   }
 }
@@ -150,7 +150,7 @@ void pack_rows8(GgmlType t, const uint8_t* rows, size_t stride, int64_t cols, ui
         }
       return;
     }
-    case GgmlType::F16: {
+    case GgmlType::F16: case GgmlType::BF16: {
       auto* out = reinterpret_cast<uint16_t*>(dst);
       for (int r = 0; r < 8; ++r) {
         const auto* row = reinterpret_cast<const uint16_t*>(rows + stride * r);
@@ -290,23 +290,25 @@ void gemm_iq4_xs_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, c
     }
 }
 
-// F16: one chain per output over the columns in order.
-void gemm_f16_groups_scalar(int n, const uint8_t* w, size_t gs, int ngroups, const float* x, size_t xs, int ntok,
-                            float* out, size_t os) {
+// F16, BF16: one chain per output over the columns in order.
+template <float (*Widen)(uint16_t)>
+void gemm_half_groups_scalar(int n, const uint8_t* w, size_t gs, int ngroups, const float* x, size_t xs, int ntok,
+                             float* out, size_t os) {
   for (int g = 0; g < ngroups; ++g) {
     const uint16_t* v = reinterpret_cast<const uint16_t*>(w + gs * g);
     for (int t = 0; t < ntok; ++t)
       for (int r = 0; r < 8; ++r) {
         float a = 0.f;
-        for (int k = 0; k < n; ++k) a = std::fma(fp16_to_fp32(v[k * 8 + r]), x[xs * t + k], a);
+        for (int k = 0; k < n; ++k) a = std::fma(Widen(v[k * 8 + r]), x[xs * t + k], a);
         out[os * t + 8 * g + r] = a;
       }
   }
 }
 
-void gemm_f16_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, int ntok,
-                     float* out) {
-  gemm_f16_groups_scalar(n, w, 0, 1, reinterpret_cast<const float*>(xq), xs / sizeof(float), ntok, out, 8);
+template <float (*Widen)(uint16_t)>
+void gemm_half_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, int ntok,
+                      float* out) {
+  gemm_half_groups_scalar<Widen>(n, w, 0, 1, reinterpret_cast<const float*>(xq), xs / sizeof(float), ntok, out, 8);
 }
 
 }  // namespace
@@ -318,8 +320,10 @@ void fill_scalar_gemm_x8(KernelTable& t) {
   t.gemm_x8[static_cast<int>(GgmlType::Q4_K)] = gemm_q4_k_scalar;
   t.gemm_x8[static_cast<int>(GgmlType::Q6_K)] = gemm_q6_k_scalar;
   t.gemm_x8[static_cast<int>(GgmlType::IQ4_XS)] = gemm_iq4_xs_scalar;
-  t.gemm_x8[static_cast<int>(GgmlType::F16)] = gemm_f16_scalar;
-  t.gemm_f16_groups = gemm_f16_groups_scalar;
+  t.gemm_x8[static_cast<int>(GgmlType::F16)] = gemm_half_scalar<fp16_to_fp32>;
+  t.gemm_x8[static_cast<int>(GgmlType::BF16)] = gemm_half_scalar<bf16_to_fp32>;
+  t.gemm_half_groups[static_cast<int>(GgmlType::F16)] = gemm_half_groups_scalar<fp16_to_fp32>;
+  t.gemm_half_groups[static_cast<int>(GgmlType::BF16)] = gemm_half_groups_scalar<bf16_to_fp32>;
 }
 
 }  // namespace strata

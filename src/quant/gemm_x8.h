@@ -15,7 +15,7 @@
 //   IQ4_XS: d[8], sub-block scales minus 32 as signed bytes sc[sub][r], and
 //         qs[sub*128 + g*32 + r*4 + i] = byte 16*sub+4g+i of row r (low nibble: value
 //         32*sub+4g+i, high: 32*sub+16+4g+i), nibbles indexing the IQ4_NL levels
-//   F16:  v[k][r] for each column k; one fused multiply-add chain per output, columns in order
+//   F16, BF16: v[k][r] for each column k; one fused multiply-add chain per output, columns in order
 //
 // The arithmetic of one output is fixed by the layout, never by how many activation rows go
 // through the kernel at once, so a request decoded alone or in a batch gets identical logits.
@@ -59,12 +59,13 @@ struct Q8BlockInfo {
 using GemmX8Fn = void (*)(int n, const uint8_t* w, const uint8_t* xq, size_t xq_stride, const Q8BlockInfo* xinfo,
                           size_t xinfo_stride, int ntok, float* out);
 
-// F16 on ngroups (1..kF16Groups) consecutive packed groups (group_stride bytes apart) and ntok
-// (1..kPackMaxTokens) f32 activation rows x + x_stride * t: out[t * out_stride + g * 8 + r]. The
-// same bits as gemm_x8 on each group; with 3 groups every activation broadcast feeds 3 vectors
-// of products, which measured faster than 1 (the broadcasts, not the multiplies, were the limit).
-constexpr int kF16Groups = 3;
-using GemmF16Fn = void (*)(int n, const uint8_t* w, size_t group_stride, int ngroups, const float* x, size_t x_stride,
+// F16 or BF16 on ngroups (1..kHalfGroups) consecutive packed groups (group_stride bytes apart)
+// and ntok (1..kPackMaxTokens) f32 activation rows x + x_stride * t: out[t * out_stride + g * 8 +
+// r]. The same bits as gemm_x8 on each group; with 3 groups every activation broadcast feeds 3
+// vectors of products, which measured faster than 1 (the broadcasts, not the multiplies, were
+// the limit).
+constexpr int kHalfGroups = 3;
+using GemmHalfFn = void (*)(int n, const uint8_t* w, size_t group_stride, int ngroups, const float* x, size_t x_stride,
                            int ntok, float* out, size_t out_stride);
 
 // The xinfo argument above for a row of n values in Q8_0 blocks.

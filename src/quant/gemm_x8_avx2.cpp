@@ -301,17 +301,26 @@ void gemm_iq4_xs(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8
   STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, acc[t]);
 }
 
-// ---- F16 on f32 activations: one chain per output, G groups share each broadcast ----
-template <int G, int NT>
-void f16_groups(int n, const uint8_t* w, size_t gs, const float* x, size_t xs, float* out, size_t os) {
+// ---- F16, BF16 on f32 activations: one chain per output, G groups share each broadcast ----
+struct WidenF16 {
+  static __m256 load(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+};
+struct WidenBF16 {
+  static __m256 load(const uint16_t* p) {
+    const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+  }
+};
+
+template <class W, int G, int NT>
+void half_groups(int n, const uint8_t* w, size_t gs, const float* x, size_t xs, float* out, size_t os) {
   const uint16_t* v[G];
   STRATA_UNROLL for (int g = 0; g < G; ++g) v[g] = reinterpret_cast<const uint16_t*>(w + gs * g);
   __m256 acc[G][NT];
   STRATA_UNROLL for (int g = 0; g < G; ++g) STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[g][t] = _mm256_setzero_ps();
   for (int k = 0; k < n; ++k) {
     __m256 wv[G];
-    STRATA_UNROLL for (int g = 0; g < G; ++g)
-      wv[g] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v[g] + 8 * k)));
+    STRATA_UNROLL for (int g = 0; g < G; ++g) wv[g] = W::load(v[g] + 8 * k);
     STRATA_UNROLL for (int t = 0; t < NT; ++t) {
       const __m256 b = _mm256_broadcast_ss(x + xs * t + k);
       STRATA_UNROLL for (int g = 0; g < G; ++g) acc[g][t] = _mm256_fmadd_ps(wv[g], b, acc[g][t]);
@@ -321,18 +330,21 @@ void f16_groups(int n, const uint8_t* w, size_t gs, const float* x, size_t xs, f
     _mm256_storeu_ps(out + os * t + 8 * g, acc[g][t]);
 }
 
-void gemm_f16_groups(int n, const uint8_t* w, size_t gs, int ngroups, const float* x, size_t xs, int ntok, float* out,
-                     size_t os) {
-  static_assert(kF16Groups == 3 && kPackMaxTokens == 4);
+template <class W>
+void gemm_half_groups(int n, const uint8_t* w, size_t gs, int ngroups, const float* x, size_t xs, int ntok, float* out,
+                      size_t os) {
+  static_assert(kHalfGroups == 3 && kPackMaxTokens == 4);
   using Fn = void (*)(int, const uint8_t*, size_t, const float*, size_t, float*, size_t);
-  static constexpr Fn kFns[3][4] = {{f16_groups<1, 1>, f16_groups<1, 2>, f16_groups<1, 3>, f16_groups<1, 4>},
-                                    {f16_groups<2, 1>, f16_groups<2, 2>, f16_groups<2, 3>, f16_groups<2, 4>},
-                                    {f16_groups<3, 1>, f16_groups<3, 2>, f16_groups<3, 3>, f16_groups<3, 4>}};
+  static constexpr Fn kFns[3][4] = {
+      {half_groups<W, 1, 1>, half_groups<W, 1, 2>, half_groups<W, 1, 3>, half_groups<W, 1, 4>},
+      {half_groups<W, 2, 1>, half_groups<W, 2, 2>, half_groups<W, 2, 3>, half_groups<W, 2, 4>},
+      {half_groups<W, 3, 1>, half_groups<W, 3, 2>, half_groups<W, 3, 3>, half_groups<W, 3, 4>}};
   kFns[ngroups - 1][ntok - 1](n, w, gs, x, xs, out, os);
 }
 
-void gemm_f16(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, int ntok, float* out) {
-  gemm_f16_groups(n, w, 0, 1, reinterpret_cast<const float*>(xq), xs / sizeof(float), ntok, out, 8);
+template <class W>
+void gemm_half(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, int ntok, float* out) {
+  gemm_half_groups<W>(n, w, 0, 1, reinterpret_cast<const float*>(xq), xs / sizeof(float), ntok, out, 8);
 }
 
 template <template <int> class K>
@@ -362,8 +374,10 @@ void fill_avx2_gemm_x8(KernelTable& t) {
   t.gemm_x8[static_cast<int>(GgmlType::Q5_0)] = Dispatch<KQ5_0>::run;
   t.gemm_x8[static_cast<int>(GgmlType::Q4_K)] = Dispatch<KQ4_K>::run;
   t.gemm_x8[static_cast<int>(GgmlType::Q6_K)] = Dispatch<KQ6_K>::run;
-  t.gemm_x8[static_cast<int>(GgmlType::F16)] = gemm_f16;
-  t.gemm_f16_groups = gemm_f16_groups;
+  t.gemm_x8[static_cast<int>(GgmlType::F16)] = gemm_half<WidenF16>;
+  t.gemm_x8[static_cast<int>(GgmlType::BF16)] = gemm_half<WidenBF16>;
+  t.gemm_half_groups[static_cast<int>(GgmlType::F16)] = gemm_half_groups<WidenF16>;
+  t.gemm_half_groups[static_cast<int>(GgmlType::BF16)] = gemm_half_groups<WidenBF16>;
   t.gemm_x8[static_cast<int>(GgmlType::IQ4_XS)] = Dispatch<KIQ4_XS>::run;
 }
 

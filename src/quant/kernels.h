@@ -47,7 +47,7 @@ struct KernelTable {
   DecodeRowFn decode_row[kMaxTypes] = {};   // optional, with dot_decoded: prefill of lookup formats
   QDotMultiFn dot_decoded = nullptr;
   GemmX8Fn gemm_x8[kMaxTypes] = {};        // kernels on weights packed 8 rows at a time
-  GemmF16Fn gemm_f16_groups = nullptr;      // F16 on several packed groups at once
+  GemmHalfFn gemm_half_groups[kMaxTypes] = {};  // F16, BF16 on several packed groups at once
   QuantizeFn quantize_act[kMaxTypes] = {};  // activation quantizers, by activation format
   GatedActFn silu_mul = nullptr;            // vector versions; ops' scalar reference when null
   GatedActFn gelu_tanh_mul = nullptr;
