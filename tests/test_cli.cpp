@@ -206,6 +206,32 @@ TEST(Cli, SynthThenQuantizeGivesARunnableModel) {
   std::remove(q.c_str());
 }
 
+TEST(Cli, ImatrixThenQuantizeWithIt) {
+  const std::string f32 = "/tmp/strata_cli_im_f32.gguf", text = "/tmp/strata_cli_im.txt", im = "/tmp/strata_cli_im.gguf",
+                    q = "/tmp/strata_cli_im_iq2.gguf";
+  auto r = run("synth --arch llama --preset tiny --type F32 --vocab-from " + test::model_path("stories260K") + " -o " + f32);
+  ASSERT_EQ(r.code, 0) << r.err;
+  {
+    std::FILE* f = std::fopen(text.c_str(), "wb");
+    for (int i = 0; i < 30; ++i) std::fputs("The little dog ran to the park and found a big red ball. ", f);
+    std::fclose(f);
+  }
+  r = run("imatrix -m " + f32 + " -f " + text + " -o " + im + " --chunk 64 --chunks 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("2 chunks of 64 tokens"), std::string::npos) << r.err;
+  r = run("quantize -m " + f32 + " -o " + q + " --type IQ2_XS --imatrix " + im);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("importance matrix: 14 tensors weighted by it, 0 it has no entry for"), std::string::npos) << r.err;
+  EXPECT_EQ(run("run -m " + q + " -p \"Once upon a time\" -n 4").code, 0);
+  // A text shorter than one chunk, and a file that is no imatrix, are clear errors.
+  r = run("imatrix -m " + f32 + " -f " + text + " -o " + im + " --chunk 4096");
+  EXPECT_NE(r.err.find("fewer than one chunk"), std::string::npos) << r.err;
+  r = run("quantize -m " + f32 + " -o " + q + " --type IQ2_XS --imatrix " + text);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("imatrix"), std::string::npos) << r.err;
+  for (const auto& p : {f32, text, im, q}) std::remove(p.c_str());
+}
+
 TEST(Cli, KvMatrixHasOneRowPerConfigurationAndContext) {
   auto r = run("kv-matrix -m " + test::model_path("tiny-llama-F16") + " --kv k8v4 --kv-resident 32 --ctx 256,300 -n 24 --depths 50 --json");
   ASSERT_EQ(r.code, 0) << r.err;

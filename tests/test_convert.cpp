@@ -8,6 +8,7 @@
 #include <random>
 
 #include "convert/convert.h"
+#include "convert/imatrix.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
 #include "gguf/gguf.h"
@@ -190,3 +191,124 @@ INSTANTIATE_TEST_SUITE_P(Formats, QuantizeQuality,
                                            FormatBound{"IQ2_XXS", 0.45, 0.9}, FormatBound{"IQ1_M", 0.8, 0.85},
                                            FormatBound{"IQ1_S", 0.8, 0.85}),
                          [](const auto& info) { return std::string(info.param.type); });
+
+// ---- Importance matrices ----
+
+TEST(Imatrix, GgufFileRoundTripsAndGivesMeanSquares) {
+  convert::Imatrix m;
+  m.datasets = {"calib.txt"};
+  m.chunk_count = 3;
+  m.chunk_size = 64;
+  m.entries["blk.0.attn_q.weight"] = {{4.0, 0.0, 9.0}, 2.0};
+  m.entries["blk.0.ffn_down.weight"] = {{1.0, 2.0}, 4.0};
+  const auto p = temp_path("im.gguf");
+  convert::save_imatrix(m, p);
+  auto f = gguf::File::open(p);  // llama.cpp's layout: <name>.in_sum2 [cols], <name>.counts [1]
+  ASSERT_NE(f->find_tensor("blk.0.attn_q.weight.in_sum2"), nullptr);
+  EXPECT_EQ(f->find_tensor("blk.0.attn_q.weight.in_sum2")->ne[0], 3);
+  EXPECT_EQ(f->find_tensor("blk.0.attn_q.weight.counts")->ne[0], 1);
+  EXPECT_EQ(f->get_string("general.type").value_or(""), "imatrix");
+  const auto back = convert::load_imatrix(p);
+  fs::remove(p);
+  EXPECT_EQ(back.datasets, m.datasets);
+  EXPECT_EQ(back.chunk_count, 3u);
+  EXPECT_EQ(back.chunk_size, 64u);
+  ASSERT_EQ(back.entries.size(), 2u);
+  EXPECT_EQ(back.importance("blk.0.attn_q.weight", 3), (std::vector<float>{2.f, 0.f, 4.5f}));
+  EXPECT_EQ(back.importance("blk.0.ffn_down.weight", 2), (std::vector<float>{0.25f, 0.5f}));
+  EXPECT_TRUE(back.importance("blk.1.attn_q.weight", 3).empty());
+  EXPECT_THROW(back.importance("blk.0.attn_q.weight", 4), Error);
+}
+
+// The older binary format, written byte by byte as its producer lays it out.
+TEST(Imatrix, ReadsTheLegacyFormatAndRejectsTruncatedFiles) {
+  std::vector<char> b;
+  auto i32 = [&](int32_t v) { b.insert(b.end(), reinterpret_cast<char*>(&v), reinterpret_cast<char*>(&v) + 4); };
+  auto f32 = [&](float v) { b.insert(b.end(), reinterpret_cast<char*>(&v), reinterpret_cast<char*>(&v) + 4); };
+  const std::string name = "blk.2.ffn_up.weight";
+  i32(1);
+  i32(static_cast<int32_t>(name.size()));
+  b.insert(b.end(), name.begin(), name.end());
+  i32(10);  // calls
+  i32(2);   // values
+  f32(30.f);
+  f32(5.f);
+  i32(10);  // chunks
+  i32(4);
+  for (char c : std::string("wiki")) b.push_back(c);
+  const auto p = temp_path("im.dat");
+  auto write = [&](size_t n) {
+    std::FILE* f = std::fopen(p.c_str(), "wb");
+    std::fwrite(b.data(), 1, n, f);
+    std::fclose(f);
+  };
+  write(b.size());
+  const auto m = convert::load_imatrix(p);
+  EXPECT_EQ(m.importance(name, 2), (std::vector<float>{3.f, 0.5f}));
+  EXPECT_EQ(m.chunk_count, 10u);
+  EXPECT_EQ(m.datasets, std::vector<std::string>{"wiki"});
+  write(30);  // cut inside the values
+  try {
+    convert::load_imatrix(p);
+    ADD_FAILURE() << "truncated file accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("truncated"), std::string::npos) << e.what();
+  }
+  fs::remove(p);
+  EXPECT_THROW(convert::load_imatrix(temp_path("missing.dat")), Error);
+}
+
+// Collected over text on the tiny model: one entry per projection, every activation row counted,
+// and the projections that read the same input (q, k, v; gate, up) have the same sums.
+TEST(Imatrix, CollectsTheInputsOfEveryProjection) {
+  const auto model = temp_path("im-model.gguf"), text = temp_path("calib.txt");
+  convert::synth_model(tiny("llama", "F32"), model, nullptr);
+  {
+    std::FILE* f = std::fopen(text.c_str(), "wb");
+    for (int i = 0; i < 40; ++i) std::fputs("Once upon a time there was a little girl who liked to play in the park. ", f);
+    std::fclose(f);
+  }
+  convert::ImatrixOptions o;
+  o.model = model;
+  o.text_file = text;
+  o.chunk_size = 32;
+  o.max_chunks = 3;
+  o.n_threads = 2;
+  const auto m = convert::collect_imatrix(o, nullptr);
+  EXPECT_EQ(m.chunk_count, 3u);
+  auto f = gguf::File::open(model);
+  int n_projections = 0;
+  for (const auto& t : f->tensors())
+    if (t.name.rfind("blk.", 0) == 0 && t.n_dims == 2) {
+      ++n_projections;
+      ASSERT_TRUE(m.entries.count(t.name)) << t.name;
+      EXPECT_EQ(m.entries.at(t.name).count, 3 * 32) << t.name;
+      EXPECT_EQ(static_cast<int64_t>(m.entries.at(t.name).sum2.size()), t.ne[0]) << t.name;
+    }
+  EXPECT_EQ(static_cast<int>(m.entries.size()), n_projections);
+  for (int l = 0; l < 2; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    EXPECT_EQ(m.entries.at(b + "attn_q.weight").sum2, m.entries.at(b + "attn_k.weight").sum2);
+    EXPECT_EQ(m.entries.at(b + "attn_q.weight").sum2, m.entries.at(b + "attn_v.weight").sum2);
+    EXPECT_EQ(m.entries.at(b + "ffn_gate.weight").sum2, m.entries.at(b + "ffn_up.weight").sum2);
+    EXPECT_NE(m.entries.at(b + "attn_q.weight").sum2, m.entries.at(b + "ffn_down.weight").sum2);
+    double total = 0;
+    for (double v : m.entries.at(b + "ffn_down.weight").sum2) total += v;
+    EXPECT_GT(total, 0);
+  }
+  // Quantizing with it weights every lattice tensor, and the result runs within the format's bound.
+  const auto im = temp_path("im-tiny.gguf"), out = temp_path("im-q.gguf");
+  convert::save_imatrix(m, im);
+  const auto loaded = convert::load_imatrix(im);
+  const auto report = convert::quantize_model(model, out, convert::file_type_by_name("IQ2_XS"), 2, nullptr, &loaded);
+  EXPECT_GT(report.with_importance, 0);
+  EXPECT_EQ(report.without_importance, 0);
+  std::mt19937 rng(3);
+  std::vector<int32_t> ids(32);
+  for (auto& id : ids) id = static_cast<int32_t>(rng() % 512);
+  const auto want = eval_logits(model, ids), got = eval_logits(out, ids);
+  double mean_kl = 0;
+  for (size_t t = 0; t < ids.size(); ++t) mean_kl += kl(want.data() + t * 512, got.data() + t * 512, 512) / ids.size();
+  EXPECT_LT(mean_kl, 0.45);
+  for (const auto& p : {model, text, im, out}) fs::remove(p);
+}

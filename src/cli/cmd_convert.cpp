@@ -2,16 +2,18 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <optional>
 
 #include "cli/commands.h"
 #include "common.h"
 #include "convert/convert.h"
+#include "convert/imatrix.h"
 
 namespace strata::cli {
 
 namespace {
 struct QuantizeOptions {
-  std::string in, out, type;
+  std::string in, out, type, imatrix;
   int threads = 0;
   bool verbose = false;
 };
@@ -20,7 +22,12 @@ void run_quantize(const QuantizeOptions& o) {
   const auto& ft = convert::file_type_by_name(o.type);
   if (o.in == o.out) throw Error("input and output are the same file");
   std::fprintf(stderr, "quantize: %s -> %s as %s\n", o.in.c_str(), o.out.c_str(), ft.name.c_str());
-  auto report = convert::quantize_model(o.in, o.out, ft, o.threads, o.verbose ? stderr : nullptr);
+  std::optional<convert::Imatrix> im;
+  if (!o.imatrix.empty()) {
+    im = convert::load_imatrix(o.imatrix);
+    std::fprintf(stderr, "importance matrix: %s, %zu entries, %u chunks\n", o.imatrix.c_str(), im->entries.size(), im->chunk_count);
+  }
+  auto report = convert::quantize_model(o.in, o.out, ft, o.threads, o.verbose ? stderr : nullptr, im ? &*im : nullptr);
   report.print(stderr);
 }
 
@@ -44,8 +51,29 @@ void add_quantize(CLI::App& app) {
   cmd->add_option("-o,--output", o->out, "Output GGUF file")->required();
   cmd->add_option("--type", o->type, "Target: " + convert::file_type_names())->required();
   cmd->add_option("-t,--threads", o->threads, "Threads (default: physical cores)");
+  cmd->add_option("--imatrix", o->imatrix, "Importance matrix (strata imatrix or llama.cpp's, GGUF or .dat): "
+                  "weights the lattice i-quants' search");
   cmd->add_flag("-v,--verbose", o->verbose, "Print each tensor's format");
   cmd->callback([o] { run_quantize(*o); });
+}
+
+void add_imatrix(CLI::App& app) {
+  auto o = std::make_shared<convert::ImatrixOptions>();
+  auto out = std::make_shared<std::string>();
+  auto* cmd = app.add_subcommand("imatrix", "Collect an importance matrix (mean square activations) over a text");
+  cmd->add_option("-m,--model", o->model, "GGUF file (F16/F32, or any format the model runs in)")->required();
+  cmd->add_option("-f,--file", o->text_file, "Calibration text")->required();
+  cmd->add_option("-o,--output", *out, "Output GGUF file (llama.cpp's imatrix format)")->required();
+  cmd->add_option("--chunk", o->chunk_size, "Tokens per chunk, each evaluated from an empty context")
+      ->capture_default_str()->check(CLI::Range(2, 1 << 20));
+  cmd->add_option("--chunks", o->max_chunks, "Use at most this many chunks (default: all)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("-t,--threads", o->n_threads, "Threads (default: physical cores)")->check(CLI::NonNegativeNumber);
+  cmd->callback([o, out] {
+    auto m = convert::collect_imatrix(*o, stderr);
+    convert::save_imatrix(m, *out);
+    std::fprintf(stderr, "wrote %s: %zu weight matrices, %u chunks of %u tokens\n", out->c_str(), m.entries.size(),
+                 m.chunk_count, m.chunk_size);
+  });
 }
 
 void add_synth(CLI::App& app) {

@@ -17,6 +17,7 @@ void add_probe(CLI::App& app);
 void add_needle(CLI::App& app);
 void add_serve(CLI::App& app);
 void add_quantize(CLI::App& app);
+void add_imatrix(CLI::App& app);
 void add_synth(CLI::App& app);
 void add_kv_matrix(CLI::App& app);
 

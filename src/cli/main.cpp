@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   strata::cli::add_kv_matrix(app);
   strata::cli::add_serve(app);
   strata::cli::add_quantize(app);
+  strata::cli::add_imatrix(app);
   strata::cli::add_synth(app);
   try {
     app.parse(argc, argv);

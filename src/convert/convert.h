@@ -18,21 +18,27 @@ namespace strata::convert {
 
 // Encodes a tensor of `rows` rows of ne0 elements into `type`; row_source(r, out) fills row r as
 // floats. Rows are independent, so the result does not depend on the thread count.
+// importance: optional, one value per column, for the formats that use it (quantize_row_weighted).
 std::vector<uint8_t> encode_rows(ThreadPool& pool, GgmlType type, int64_t ne0, int64_t rows,
-                                 const std::function<void(int64_t, float*)>& row_source);
+                                 const std::function<void(int64_t, float*)>& row_source,
+                                 const float* importance = nullptr);
 
 // What a conversion wrote: tensors and bytes per format.
 struct ConvertReport {
   std::map<std::string, std::pair<int, uint64_t>> by_type;  // format -> (tensors, bytes)
   uint64_t n_params = 0, n_bytes = 0;
+  int with_importance = 0, without_importance = 0;  // importance-weighted tensors, and those the imatrix lacked
   void add(GgmlType type, int64_t n_elements, uint64_t bytes);
   void print(std::FILE* out) const;  // one line per format plus the total and bits per weight
 };
 
+struct Imatrix;
+
 // strata quantize: every tensor of `in` re-encoded as the plan for `ft` says (copied unchanged
-// where the format does not change); metadata copied, general.file_type set.
+// where the format does not change); metadata copied, general.file_type set. With an importance
+// matrix, the formats that use one (the lattice i-quants) weight their search by it.
 ConvertReport quantize_model(const std::string& in_path, const std::string& out_path,
-                             const FileType& ft, int n_threads, std::FILE* log);
+                             const FileType& ft, int n_threads, std::FILE* log, const Imatrix* imatrix = nullptr);
 
 // strata synth
 struct SynthOptions {

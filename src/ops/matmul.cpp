@@ -144,9 +144,18 @@ void matmul_packed(const Matrix& w, const float* x, const QuantizedActivations* 
   });
 }
 
+MatmulObserver g_observer = nullptr;
+void* g_observer_ctx = nullptr;
+
 }  // namespace
 
+void set_matmul_observer(MatmulObserver f, void* ctx) {
+  g_observer = f;
+  g_observer_ctx = ctx;
+}
+
 void matmul(const Matrix& w, const float* x, int n_tok, float* y, ThreadPool& pool) {
+  if (g_observer) g_observer(w, x, n_tok, g_observer_ctx);
   // Activations are quantized once, for the packed groups and the remaining rows alike.
   const GgmlType at = activation_type(w.type);
   thread_local QuantizedActivations qa;

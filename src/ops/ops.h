@@ -25,6 +25,10 @@ struct Matrix {
 
 // Y[t][r] = sum_c W[r][c] * X[t][c]   X: [n_tok][cols], Y: [n_tok][rows]
 void matmul(const Matrix& w, const float* x, int n_tok, float* y, ThreadPool& pool);
+// When set, matmul first shows every call's weight and inputs to f (strata imatrix collects
+// activation statistics this way). Set it only while no matmul runs.
+using MatmulObserver = void (*)(const Matrix& w, const float* x, int n_tok, void* ctx);
+void set_matmul_observer(MatmulObserver f, void* ctx);
 // out[0..cols) = row r of W as floats (embedding lookup).
 void get_row(const Matrix& w, int64_t r, float* out);
 

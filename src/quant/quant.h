@@ -14,6 +14,10 @@ void dequantize_row_ref(GgmlType type, const void* src, float* dst, int64_t n);
 // i-quants IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S (a grid search, quantize_iq.cpp).
 // Throws for others.
 void quantize_row(GgmlType type, const float* src, void* dst, int64_t n);
+// The same with an importance per element (an importance matrix row, n values): the lattice
+// i-quants weight their search by it; every other format ignores it.
+void quantize_row_weighted(GgmlType type, const float* src, void* dst, int64_t n, const float* importance);
+bool uses_importance(GgmlType type);
 bool can_quantize(GgmlType type);
 
 // Reference dot product of one weight row with float activations (dequantize, then sum in double).

@@ -391,4 +391,12 @@ void quantize_row(GgmlType type, const float* x, void* dst, int64_t n) {
   }
 }
 
+bool uses_importance(GgmlType type) { return is_lattice_iquant(type); }
+
+void quantize_row_weighted(GgmlType type, const float* x, void* dst, int64_t n, const float* importance) {
+  if (!importance || !uses_importance(type)) return quantize_row(type, x, dst, n);
+  if (n % 256 != 0) throw Error("cannot quantize a row of " + std::to_string(n) + " to " + type_name(type));
+  quantize_lattice(type, x, dst, n / 256, importance);
+}
+
 }  // namespace strata

@@ -13,7 +13,10 @@
 //     sub-block then tries the nearest codes and keeps the one with the least error after
 //     re-choosing its entries at that exact (quantized) scale.
 // Errors are weighted by w = mean(x^2) + x^2, favouring the large weights that dominate a
-// matrix-vector product without ignoring the small ones.
+// matrix-vector product without ignoring the small ones. With an importance matrix (the mean
+// square of each input column's activations over calibration text, `strata imatrix`), w is also
+// multiplied by the column's importance relative to the block's mean, plus a 1 % floor, so
+// columns the activations never reach still count a little.
 #include "quant/quantize_iq.h"
 
 #include <algorithm>
@@ -218,7 +221,7 @@ float fit_sub_scale(const Spec& s, const float* t, const float* w, int n, bool& 
   return best_scale;
 }
 
-void fit_block(const Spec& s, const float* x, BlockFit& f) {
+void fit_block(const Spec& s, const float* x, const float* importance, BlockFit& f) {
   const Lattice& L = *s.lat;
   constexpr int n = 256;
   float t[n], w[n];
@@ -226,6 +229,13 @@ void fit_block(const Spec& s, const float* x, BlockFit& f) {
   for (int j = 0; j < n; ++j) sum2 += static_cast<double>(x[j]) * x[j];
   const float sigma2 = static_cast<float>(sum2 / n);
   for (int j = 0; j < n; ++j) w[j] = sigma2 + x[j] * x[j];
+  if (importance) {
+    double mean = 0;
+    for (int j = 0; j < n; ++j) mean += importance[j];
+    mean /= n;
+    if (mean > 0 && std::isfinite(mean))
+      for (int j = 0; j < n; ++j) w[j] *= static_cast<float>(std::max(0.0, importance[j] / mean) + 0.01);
+  }
   f = BlockFit{};
   if (sum2 == 0) return;
 
@@ -386,12 +396,12 @@ bool is_lattice_iquant(GgmlType t) {
   }
 }
 
-void quantize_lattice(GgmlType type, const float* x, void* dst, int64_t nb) {
+void quantize_lattice(GgmlType type, const float* x, void* dst, int64_t nb, const float* importance) {
   const Spec s = spec_of(type);
   const size_t bytes = type_info(type).type_size;
   BlockFit f;
   for (int64_t i = 0; i < nb; ++i) {
-    fit_block(s, x + 256 * i, f);
+    fit_block(s, x + 256 * i, importance ? importance + 256 * i : nullptr, f);
     encode(type, f, static_cast<uint8_t*>(dst) + bytes * static_cast<size_t>(i));
   }
 }

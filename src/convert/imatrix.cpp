@@ -1,0 +1,205 @@
+// Importance matrices: collection through the matmul observer, and the two file formats.
+#include "convert/imatrix.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include "common.h"
+#include "engine/session.h"
+#include "gguf/gguf.h"
+#include "model/model.h"
+#include "ops/ops.h"
+#include "tokenizer/tokenizer.h"
+
+namespace strata::convert {
+
+namespace {
+
+constexpr const char* kSums = ".in_sum2";
+constexpr const char* kCounts = ".counts";
+
+bool ends_with(const std::string& s, const char* suffix) {
+  const size_t n = std::strlen(suffix);
+  return s.size() > n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+Imatrix load_gguf(const std::string& path) {
+  auto f = gguf::File::open(path);
+  Imatrix m;
+  for (auto v : f->get_string_array("imatrix.datasets")) m.datasets.emplace_back(v);
+  m.chunk_count = static_cast<uint32_t>(f->get_uint("imatrix.chunk_count").value_or(0));
+  m.chunk_size = static_cast<uint32_t>(f->get_uint("imatrix.chunk_size").value_or(0));
+  for (const auto& t : f->tensors()) {
+    const bool sums = ends_with(t.name, kSums), counts = ends_with(t.name, kCounts);
+    if (!sums && !counts) continue;
+    if (t.type != GgmlType::F32) throw Error(path + ": imatrix tensor '" + t.name + "' is not F32");
+    const std::string name = t.name.substr(0, t.name.size() - std::strlen(sums ? kSums : kCounts));
+    const auto* v = reinterpret_cast<const float*>(t.data);
+    ImatrixEntry& e = m.entries[name];
+    // One expert per entry is read (dense models); a mixture's tensors have more.
+    if (t.n_rows() != 1) throw Error(path + ": imatrix tensor '" + t.name + "' has " + std::to_string(t.n_rows()) +
+                                     " rows (per-expert importance is not supported)");
+    if (sums) e.sum2.assign(v, v + t.ne[0]);
+    else if (t.ne[0] != 1) throw Error(path + ": imatrix tensor '" + t.name + "' should hold one count");
+    else e.count = v[0];
+  }
+  for (const auto& [name, e] : m.entries)
+    if (e.sum2.empty() || !(e.count >= 0) || !std::isfinite(e.count))
+      throw Error(path + ": imatrix entry '" + name + "' lacks " + (e.sum2.empty() ? kSums : kCounts) + " or has a bad count");
+  return m;
+}
+
+// The older format: int32 n_entries; per entry int32 name length, name, int32 ncall, int32 nval,
+// float values[nval] (ncall times the mean square); then optionally int32 chunk count and a
+// length-prefixed dataset name.
+Imatrix load_legacy(const std::string& path, const std::vector<char>& bytes) {
+  size_t pos = 0;
+  auto take = [&](void* dst, size_t n, const char* what) {
+    if (bytes.size() - pos < n) throw Error(path + ": truncated imatrix file (reading " + what + ")");
+    std::memcpy(dst, bytes.data() + pos, n);
+    pos += n;
+  };
+  auto take_i32 = [&](const char* what) {
+    int32_t v;
+    take(&v, 4, what);
+    return v;
+  };
+  Imatrix m;
+  const int32_t n = take_i32("the entry count");
+  if (n < 0 || static_cast<size_t>(n) > bytes.size() / 12) throw Error(path + ": not an imatrix file (bad entry count)");
+  for (int32_t i = 0; i < n; ++i) {
+    const int32_t len = take_i32("a name length");
+    if (len <= 0 || static_cast<size_t>(len) > bytes.size() - pos) throw Error(path + ": bad name length in imatrix file");
+    std::string name(static_cast<size_t>(len), '\0');
+    take(name.data(), name.size(), "a name");
+    const int32_t ncall = take_i32("a call count"), nval = take_i32("a value count");
+    if (ncall < 0 || nval <= 0 || static_cast<size_t>(nval) > (bytes.size() - pos) / 4)
+      throw Error(path + ": bad counts for '" + name + "' in imatrix file");
+    std::vector<float> v(static_cast<size_t>(nval));
+    take(v.data(), v.size() * 4, "values");
+    ImatrixEntry& e = m.entries[name];
+    e.sum2.assign(v.begin(), v.end());
+    e.count = ncall;
+  }
+  if (bytes.size() - pos >= 4) {
+    const int32_t chunks = take_i32("the chunk count");
+    if (chunks > 0) m.chunk_count = static_cast<uint32_t>(chunks);
+    if (bytes.size() - pos >= 4) {
+      const int32_t len = take_i32("the dataset name length");
+      if (len > 0 && static_cast<size_t>(len) <= bytes.size() - pos) m.datasets.emplace_back(bytes.data() + pos, static_cast<size_t>(len));
+    }
+  }
+  return m;
+}
+
+struct Collector {
+  std::map<const uint8_t*, ImatrixEntry*> by_data;
+};
+
+void observe(const ops::Matrix& w, const float* x, int n_tok, void* ctx) {
+  auto& c = *static_cast<Collector*>(ctx);
+  const auto it = c.by_data.find(w.data);
+  if (it == c.by_data.end()) return;
+  ImatrixEntry& e = *it->second;
+  for (int t = 0; t < n_tok; ++t) {
+    const float* xt = x + static_cast<size_t>(t) * w.cols;
+    for (int64_t j = 0; j < w.cols; ++j) e.sum2[static_cast<size_t>(j)] += static_cast<double>(xt[j]) * xt[j];
+  }
+  e.count += n_tok;
+}
+
+}  // namespace
+
+std::vector<float> Imatrix::importance(const std::string& weight, int64_t cols) const {
+  const auto it = entries.find(weight);
+  if (it == entries.end() || !(it->second.count > 0)) return {};
+  const ImatrixEntry& e = it->second;
+  if (static_cast<int64_t>(e.sum2.size()) != cols)
+    throw Error("imatrix entry '" + weight + "' has " + std::to_string(e.sum2.size()) + " columns, the tensor " + std::to_string(cols));
+  std::vector<float> out(e.sum2.size());
+  for (size_t j = 0; j < out.size(); ++j) out[j] = static_cast<float>(e.sum2[j] / e.count);
+  return out;
+}
+
+Imatrix load_imatrix(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("cannot read " + path);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(f)), {});
+  if (bytes.size() >= 4 && std::memcmp(bytes.data(), "GGUF", 4) == 0) return load_gguf(path);
+  return load_legacy(path, bytes);
+}
+
+void save_imatrix(const Imatrix& m, const std::string& path) {
+  gguf::Writer w;
+  w.set_string("general.type", "imatrix");
+  w.set_string_array("imatrix.datasets", m.datasets);
+  w.set_u32("imatrix.chunk_count", m.chunk_count);
+  w.set_u32("imatrix.chunk_size", m.chunk_size);
+  for (const auto& [name, e] : m.entries) {
+    std::vector<float> sums(e.sum2.begin(), e.sum2.end());
+    const float count = static_cast<float>(e.count);
+    w.add_tensor(name + kSums, {static_cast<int64_t>(sums.size())}, GgmlType::F32, sums.data(), sums.size() * 4);
+    w.add_tensor(name + kCounts, {1}, GgmlType::F32, &count, 4);
+  }
+  w.write(path);
+}
+
+Imatrix collect_imatrix(const ImatrixOptions& o, std::FILE* log) {
+  if (o.chunk_size < 2) throw Error("chunk size must be at least 2 tokens");
+  std::ifstream f(o.text_file, std::ios::binary);
+  if (!f) throw Error("cannot read " + o.text_file);
+  const std::string text((std::istreambuf_iterator<char>(f)), {});
+  auto model = model::Model::load(o.model);
+  auto tk = tok::Tokenizer::from_gguf(model->file());
+  const std::vector<int32_t> ids = tk->encode(text, false, false);
+  // Each chunk starts with BOS where the vocabulary asks for one, as a prompt would.
+  const bool bos = tk->add_bos() && tk->bos() >= 0;
+  const size_t per_chunk = static_cast<size_t>(o.chunk_size) - (bos ? 1 : 0);
+  size_t n_chunks = ids.size() / per_chunk;
+  if (n_chunks == 0) throw Error(o.text_file + " has " + std::to_string(ids.size()) + " tokens, fewer than one chunk of " +
+                                 std::to_string(per_chunk));
+  if (o.max_chunks > 0) n_chunks = std::min(n_chunks, static_cast<size_t>(o.max_chunks));
+
+  Imatrix m;
+  m.datasets.push_back(o.text_file);
+  m.chunk_size = static_cast<uint32_t>(o.chunk_size);
+  Collector c;
+  for (const auto& t : model->file().tensors()) {
+    if (t.name.rfind("blk.", 0) != 0 || t.n_dims != 2) continue;
+    ImatrixEntry& e = m.entries[t.name];
+    e.sum2.assign(static_cast<size_t>(t.ne[0]), 0.0);
+    c.by_data[t.data] = &e;
+  }
+  engine::SessionOptions so;
+  so.n_ctx = o.chunk_size;
+  so.n_threads = o.n_threads;
+  ops::set_matmul_observer(observe, &c);
+  try {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (size_t k = 0; k < n_chunks; ++k) {
+      std::vector<int32_t> chunk;
+      chunk.reserve(static_cast<size_t>(o.chunk_size));
+      if (bos) chunk.push_back(tk->bos());
+      for (size_t i = k * per_chunk; i < (k + 1) * per_chunk; ++i) chunk.push_back(ids[i]);
+      engine::Session s(*model, so);
+      s.eval(chunk);
+      m.chunk_count = static_cast<uint32_t>(k + 1);
+      if (log) {
+        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::fprintf(log, "chunk %zu/%zu (%.1f s)\n", k + 1, n_chunks, secs);
+      }
+    }
+  } catch (...) {
+    ops::set_matmul_observer(nullptr, nullptr);
+    throw;
+  }
+  ops::set_matmul_observer(nullptr, nullptr);
+  // Weights no matmul read (e.g. unused by this architecture) are left out.
+  for (auto it = m.entries.begin(); it != m.entries.end();) it = it->second.count > 0 ? std::next(it) : m.entries.erase(it);
+  return m;
+}
+
+}  // namespace strata::convert
