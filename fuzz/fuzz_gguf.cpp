@@ -1,13 +1,20 @@
 // Fuzz target: any byte string given to the GGUF reader (and, when it parses, to the tokenizer
-// loader and the tensor views) must produce a value or a strata::Error, never a crash.
+// loader and the tensor views) or to the importance-matrix reader (GGUF or the older binary
+// layout) must produce a value or a strata::Error, never a crash.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "convert/imatrix.h"
 #include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  try {
+    auto m = strata::convert::parse_imatrix(std::vector<uint8_t>(data, data + size), "input");
+    for (const auto& [name, e] : m.entries) (void)m.importance(name, static_cast<int64_t>(e.sum2.size()));
+  } catch (const strata::Error&) {
+  }
   try {
     auto f = strata::gguf::File::from_bytes(std::vector<uint8_t>(data, data + size));
     volatile uint8_t sink = 0;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets with clang; fuzzes the GGUF reader and the API request parsers
-# for ${1:-60} seconds each.
+# Builds the libFuzzer targets with clang; fuzzes the GGUF and importance-matrix readers and the
+# API request parsers for ${1:-60} seconds each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-60}"
@@ -25,6 +25,13 @@ tensor = s('w') + struct.pack('<IQQIQ', 2, 32, 2, 8, 0)
 head = b'GGUF' + struct.pack('<IQQ', 3, 1, len(kv)) + b''.join(kv) + tensor
 head += b'\0' * (-len(head) % 32)
 open(sys.argv[1], 'wb').write(head + bytes(68))
+PY
+# Seed: an importance matrix in the older binary layout (one entry, then chunk count and dataset).
+python3 - "$dir/corpus/seed-imatrix.dat" <<'PY'
+import struct, sys
+name = b'blk.0.ffn_up.weight'
+body = struct.pack('<ii', 1, len(name)) + name + struct.pack('<ii', 4, 4) + struct.pack('<4f', 1, 2, 3, 4)
+open(sys.argv[1], 'wb').write(body + struct.pack('<ii', 4, 4) + b'wiki')
 PY
 $dir/fuzz/fuzz_gguf $dir/corpus -max_total_time="$secs" -max_len=65536 -print_final_stats=1 2>&1 | tail -n 12
 mkdir -p $dir/corpus-requests

@@ -26,8 +26,8 @@ bool ends_with(const std::string& s, const char* suffix) {
   return s.size() > n && s.compare(s.size() - n, n, suffix) == 0;
 }
 
-Imatrix load_gguf(const std::string& path) {
-  auto f = gguf::File::open(path);
+Imatrix load_gguf(const std::string& path, std::vector<uint8_t> bytes) {
+  auto f = gguf::File::from_bytes(std::move(bytes));
   Imatrix m;
   for (auto v : f->get_string_array("imatrix.datasets")) m.datasets.emplace_back(v);
   m.chunk_count = static_cast<uint32_t>(f->get_uint("imatrix.chunk_count").value_or(0));
@@ -55,7 +55,7 @@ Imatrix load_gguf(const std::string& path) {
 // The older format: int32 n_entries; per entry int32 name length, name, int32 ncall, int32 nval,
 // float values[nval] (ncall times the mean square); then optionally int32 chunk count and a
 // length-prefixed dataset name.
-Imatrix load_legacy(const std::string& path, const std::vector<char>& bytes) {
+Imatrix load_legacy(const std::string& path, const std::vector<uint8_t>& bytes) {
   size_t pos = 0;
   auto take = [&](void* dst, size_t n, const char* what) {
     if (bytes.size() - pos < n) throw Error(path + ": truncated imatrix file (reading " + what + ")");
@@ -89,7 +89,8 @@ Imatrix load_legacy(const std::string& path, const std::vector<char>& bytes) {
     if (chunks > 0) m.chunk_count = static_cast<uint32_t>(chunks);
     if (bytes.size() - pos >= 4) {
       const int32_t len = take_i32("the dataset name length");
-      if (len > 0 && static_cast<size_t>(len) <= bytes.size() - pos) m.datasets.emplace_back(bytes.data() + pos, static_cast<size_t>(len));
+      if (len > 0 && static_cast<size_t>(len) <= bytes.size() - pos)
+        m.datasets.emplace_back(reinterpret_cast<const char*>(bytes.data()) + pos, static_cast<size_t>(len));
     }
   }
   return m;
@@ -124,12 +125,22 @@ std::vector<float> Imatrix::importance(const std::string& weight, int64_t cols) 
   return out;
 }
 
+Imatrix parse_imatrix(std::vector<uint8_t> bytes, const std::string& name) {
+  if (bytes.size() >= 4 && std::memcmp(bytes.data(), "GGUF", 4) == 0) {
+    try {
+      return load_gguf(name, std::move(bytes));
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      throw Error(what.rfind(name, 0) == 0 ? what : name + ": " + what);
+    }
+  }
+  return load_legacy(name, bytes);
+}
+
 Imatrix load_imatrix(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw Error("cannot read " + path);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(f)), {});
-  if (bytes.size() >= 4 && std::memcmp(bytes.data(), "GGUF", 4) == 0) return load_gguf(path);
-  return load_legacy(path, bytes);
+  return parse_imatrix(std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), {}), path);
 }
 
 void save_imatrix(const Imatrix& m, const std::string& path) {

@@ -31,6 +31,7 @@ struct Imatrix {
 
 // Reads either format; throws naming the file and what is wrong with it.
 Imatrix load_imatrix(const std::string& path);
+Imatrix parse_imatrix(std::vector<uint8_t> bytes, const std::string& name);  // the same from memory (fuzzing)
 void save_imatrix(const Imatrix& m, const std::string& path);  // GGUF
 
 // strata imatrix: runs the model over the text in chunks of chunk_size tokens (each from an empty
