@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <set>
 
 #include "backend/thread_pool.h"
 #include "ops/ops.h"
@@ -325,23 +326,30 @@ TEST_P(PackedKernels, MatmulOutputDoesNotDependOnBatchOrThreads) {
   }
 }
 
-// F16 and BF16 on several groups at once: each group's outputs are gemm_x8's bits for that group.
-TEST(PackedHalf, GroupsGiveTheSingleGroupBits) {
-  for (GgmlType type : {GgmlType::F16, GgmlType::BF16}) {
-    PackedCase c(type, 8 * kHalfGroups, 264, kPackMaxTokens, 21);
-    std::vector<const KernelTable*> tables = simd_tables();
-    tables.push_back(&scalar_kernels());
+// Formats with a several-groups kernel: each group's outputs are gemm_x8's bits for that group.
+TEST(PackedGroups, GroupsPerCallGiveTheSingleGroupBits) {
+  std::vector<const KernelTable*> tables = simd_tables();
+  tables.push_back(&scalar_kernels());
+  std::set<GgmlType> seen;
+  for (GgmlType type : kPackFormats) {
+    PackedCase c(type, 8 * kMaxGroupsPerCall, 512, kPackMaxTokens, 21);
+    const GemmX8Fn ref = scalar_kernels().gemm_x8[static_cast<int>(type)];
     for (const KernelTable* k : tables) {
-      const GemmHalfFn f = k->gemm_half_groups[static_cast<int>(type)];
-      ASSERT_NE(f, nullptr) << k->isa << " " << type_name(type);
-      for (int ng = 1; ng <= kHalfGroups; ++ng)
+      const GemmGroupsFn f = k->gemm_groups[static_cast<int>(type)];
+      if (!f) continue;
+      seen.insert(type);
+      const int max_groups = k->groups_per_call[static_cast<int>(type)];
+      ASSERT_GE(max_groups, 1);
+      ASSERT_LE(max_groups, kMaxGroupsPerCall);
+      for (int ng = 1; ng <= max_groups; ++ng)
         for (int ntok = 1; ntok <= kPackMaxTokens; ++ntok) {
-          float all[kPackMaxTokens * kHalfGroups * 8];
+          float all[kPackMaxTokens * kMaxGroupsPerCall * 8];
           const size_t width = 8 * static_cast<size_t>(ng);
-          f(c.cols, c.packed.data(), c.group_bytes, ng, c.x.data(), c.cols, ntok, all, width);
+          f(c.cols, c.packed.data(), c.group_bytes, ng, c.xq.data(), c.x_stride, c.sums.data(), c.sums_stride, ntok, all,
+            width);
           for (int g = 0; g < ng; ++g) {
             float one[kPackMaxTokens * 8];
-            c.run(scalar_kernels().gemm_x8[static_cast<int>(type)], g, 0, ntok, one);
+            c.run(ref, g, 0, ntok, one);
             for (int t = 0; t < ntok; ++t)
               EXPECT_EQ(0, std::memcmp(one + 8 * t, all + width * t + 8 * g, 32))
                   << k->isa << " " << type_name(type) << " groups " << ng << " ntok " << ntok;
@@ -349,6 +357,8 @@ TEST(PackedHalf, GroupsGiveTheSingleGroupBits) {
         }
     }
   }
+  for (GgmlType t : {GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q5_0})
+    EXPECT_TRUE(seen.count(t)) << type_name(t) << " has no several-groups kernel";
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, PackedKernels, ::testing::ValuesIn(kPackFormats),

@@ -110,19 +110,21 @@ void matmul_packed(const Matrix& w, const float* x, const QuantizedActivations* 
   const size_t xrow = a ? a->row : static_cast<size_t>(cols) * sizeof(float);
   const Q8BlockInfo* sums = a ? a->sums.data() : nullptr;
   const size_t srow = a ? a->sums_row : 0;
-  if (const GemmHalfFn half = kernels().gemm_half_groups[static_cast<int>(w.type)]) {
-    // F16, BF16: up to kHalfGroups groups per call share each activation broadcast.
-    const int64_t sets = (groups + kHalfGroups - 1) / kHalfGroups;
+  const KernelTable& k = kernels();
+  if (const GemmGroupsFn multi = k.gemm_groups[static_cast<int>(w.type)]) {
+    // Several groups per call share each activation broadcast.
+    const int per_call = k.groups_per_call[static_cast<int>(w.type)];
+    const int64_t sets = (groups + per_call - 1) / per_call;
     pool.parallel_for(sets, 1, [&](int64_t s0, int64_t s1) {
-      float out[kPackRows * kHalfGroups * kPackMaxTokens];
+      float out[kPackRows * kMaxGroupsPerCall * kPackMaxTokens];
       for (int64_t s = s0; s < s1; ++s) {
-        const int64_t g = s * kHalfGroups;
-        const int ng = static_cast<int>(std::min<int64_t>(kHalfGroups, groups - g));
+        const int64_t g = s * per_call;
+        const int ng = static_cast<int>(std::min<int64_t>(per_call, groups - g));
         const size_t width = static_cast<size_t>(ng) * kPackRows;
         for (int t = 0; t < n_tok; t += kPackMaxTokens) {
           const int nt = std::min(kPackMaxTokens, n_tok - t);
-          half(cols, w.packed + static_cast<size_t>(g) * w.packed_stride, w.packed_stride, ng, x + static_cast<size_t>(t) * cols,
-              static_cast<size_t>(cols), nt, out, width);
+          multi(cols, w.packed + static_cast<size_t>(g) * w.packed_stride, w.packed_stride, ng, xq + t * xrow, xrow,
+                sums + t * srow, srow, nt, out, width);
           for (int i = 0; i < nt; ++i)
             std::copy(out + i * width, out + (i + 1) * width, y + static_cast<size_t>(t + i) * rows + g * kPackRows);
         }

@@ -292,23 +292,28 @@ void gemm_iq4_xs_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, c
 
 // F16, BF16: one chain per output over the columns in order.
 template <float (*Widen)(uint16_t)>
-void gemm_half_groups_scalar(int n, const uint8_t* w, size_t gs, int ngroups, const float* x, size_t xs, int ntok,
-                             float* out, size_t os) {
-  for (int g = 0; g < ngroups; ++g) {
-    const uint16_t* v = reinterpret_cast<const uint16_t*>(w + gs * g);
-    for (int t = 0; t < ntok; ++t)
-      for (int r = 0; r < 8; ++r) {
-        float a = 0.f;
-        for (int k = 0; k < n; ++k) a = std::fma(Widen(v[k * 8 + r]), x[xs * t + k], a);
-        out[os * t + 8 * g + r] = a;
-      }
+void gemm_half_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, int ntok,
+                      float* out) {
+  const uint16_t* v = reinterpret_cast<const uint16_t*>(w);
+  for (int t = 0; t < ntok; ++t) {
+    const float* x = reinterpret_cast<const float*>(xq + xs * t);
+    for (int r = 0; r < 8; ++r) {
+      float a = 0.f;
+      for (int k = 0; k < n; ++k) a = std::fma(Widen(v[k * 8 + r]), x[k], a);
+      out[t * 8 + r] = a;
+    }
   }
 }
 
-template <float (*Widen)(uint16_t)>
-void gemm_half_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, int ntok,
-                      float* out) {
-  gemm_half_groups_scalar<Widen>(n, w, 0, 1, reinterpret_cast<const float*>(xq), xs / sizeof(float), ntok, out, 8);
+// Several groups: one group at a time.
+template <GemmX8Fn F>
+void groups_scalar(int n, const uint8_t* w, size_t gs, int ngroups, const uint8_t* xq, size_t xs, const Q8BlockInfo* xi,
+                   size_t xis, int ntok, float* out, size_t os) {
+  for (int g = 0; g < ngroups; ++g) {
+    float one[8 * kPackMaxTokens];
+    F(n, w + gs * g, xq, xs, xi, xis, ntok, one);
+    for (int t = 0; t < ntok; ++t) std::memcpy(out + os * t + 8 * g, one + 8 * t, 8 * sizeof(float));
+  }
 }
 
 }  // namespace
@@ -322,8 +327,15 @@ void fill_scalar_gemm_x8(KernelTable& t) {
   t.gemm_x8[static_cast<int>(GgmlType::IQ4_XS)] = gemm_iq4_xs_scalar;
   t.gemm_x8[static_cast<int>(GgmlType::F16)] = gemm_half_scalar<fp16_to_fp32>;
   t.gemm_x8[static_cast<int>(GgmlType::BF16)] = gemm_half_scalar<bf16_to_fp32>;
-  t.gemm_half_groups[static_cast<int>(GgmlType::F16)] = gemm_half_groups_scalar<fp16_to_fp32>;
-  t.gemm_half_groups[static_cast<int>(GgmlType::BF16)] = gemm_half_groups_scalar<bf16_to_fp32>;
+  // The same group counts per call as the SIMD tables (the bits do not depend on them).
+  t.gemm_groups[static_cast<int>(GgmlType::F16)] = groups_scalar<gemm_half_scalar<fp16_to_fp32>>;
+  t.gemm_groups[static_cast<int>(GgmlType::BF16)] = groups_scalar<gemm_half_scalar<bf16_to_fp32>>;
+  t.gemm_groups[static_cast<int>(GgmlType::Q4_0)] = groups_scalar<gemm_32_scalar<BlockQ4_0x8, code_q4_0, 8>>;
+  t.gemm_groups[static_cast<int>(GgmlType::Q5_0)] = groups_scalar<gemm_32_scalar<BlockQ5_0x8, code_q5_0, 16>>;
+  t.groups_per_call[static_cast<int>(GgmlType::Q5_0)] = 2;
+  t.groups_per_call[static_cast<int>(GgmlType::F16)] = 3;
+  t.groups_per_call[static_cast<int>(GgmlType::BF16)] = 3;
+  t.groups_per_call[static_cast<int>(GgmlType::Q4_0)] = 2;
 }
 
 }  // namespace strata

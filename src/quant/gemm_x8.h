@@ -59,14 +59,15 @@ struct Q8BlockInfo {
 using GemmX8Fn = void (*)(int n, const uint8_t* w, const uint8_t* xq, size_t xq_stride, const Q8BlockInfo* xinfo,
                           size_t xinfo_stride, int ntok, float* out);
 
-// F16 or BF16 on ngroups (1..kHalfGroups) consecutive packed groups (group_stride bytes apart)
-// and ntok (1..kPackMaxTokens) f32 activation rows x + x_stride * t: out[t * out_stride + g * 8 +
-// r]. The same bits as gemm_x8 on each group; with 3 groups every activation broadcast feeds 3
-// vectors of products, which measured faster than 1 (the broadcasts, not the multiplies, were
-// the limit).
-constexpr int kHalfGroups = 3;
-using GemmHalfFn = void (*)(int n, const uint8_t* w, size_t group_stride, int ngroups, const float* x, size_t x_stride,
-                           int ntok, float* out, size_t out_stride);
+// Several consecutive packed groups per call (group_stride bytes apart; ngroups from 1 to the
+// table's groups_per_call for the format, at most kMaxGroupsPerCall), the other arguments as for
+// GemmX8Fn: out[t * out_stride + g * 8 + r], the same bits as gemm_x8 on each group. Every
+// broadcast activation then feeds several groups' products, which measured faster where the
+// broadcasts, not the multiplies, were the limit (F16 and BF16: 3 groups; Q4_0, Q5_0: 2).
+constexpr int kMaxGroupsPerCall = 3;
+using GemmGroupsFn = void (*)(int n, const uint8_t* w, size_t group_stride, int ngroups, const uint8_t* xq,
+                              size_t xq_stride, const Q8BlockInfo* xinfo, size_t xinfo_stride, int ntok, float* out,
+                              size_t out_stride);
 
 // The xinfo argument above for a row of n values in Q8_0 blocks.
 void q8_0_block_info(const uint8_t* xq, int64_t n, Q8BlockInfo* info);

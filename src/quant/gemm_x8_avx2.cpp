@@ -5,6 +5,7 @@
 // steps are those of the scalar reference, in the same order.
 #include <immintrin.h>
 
+#include <array>
 #include <cstring>
 
 #include "quant/gemm_x8.h"
@@ -85,41 +86,56 @@ struct Q5_0x8 {
   }
 };
 
+// G groups share each broadcast of activation bytes (gemm_x8.h, GemmGroupsFn).
+template <typename F, int G, int NT>
+void unsigned32_groups(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, const Q8BlockInfo* xsum,
+                       size_t xss, float* out, size_t os) {
+  const typename F::Block* b[G];
+  STRATA_UNROLL for (int j = 0; j < G; ++j) b[j] = reinterpret_cast<const typename F::Block*>(w + gs * j);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[G][NT];
+  STRATA_UNROLL for (int j = 0; j < G; ++j) STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[j][t] = _mm256_setzero_ps();
+  for (int ib = 0; ib < n / 32; ++ib) {
+    STRATA_UNROLL for (int j = 0; j < G; ++j) prefetch_ahead(b[j] + ib);
+    const BlockQ8_0* y[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_0*>(xq + xs * t) + ib;
+    __m256i s32[G][NT];
+    STRATA_UNROLL for (int g0 = 0; g0 < 8; g0 += F::kPerSum) {
+      __m256i s16[G][NT];
+      STRATA_UNROLL for (int g = g0; g < g0 + F::kPerSum; ++g) {
+        __m256i c[G];
+        STRATA_UNROLL for (int j = 0; j < G; ++j) c[j] = F::code(b[j][ib], g);
+        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+          const __m256i x4 = bcast4(y[t]->qs + 4 * g);
+          STRATA_UNROLL for (int j = 0; j < G; ++j) {
+            const __m256i p = _mm256_maddubs_epi16(c[j], x4);
+            s16[j][t] = g == g0 ? p : _mm256_add_epi16(s16[j][t], p);
+            STRATA_KEEP(s16[j][t]);
+          }
+        }
+      }
+      STRATA_UNROLL for (int j = 0; j < G; ++j) STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+        const __m256i p = _mm256_madd_epi16(s16[j][t], ones);
+        s32[j][t] = g0 == 0 ? p : _mm256_add_epi32(s32[j][t], p);
+      }
+    }
+    STRATA_UNROLL for (int j = 0; j < G; ++j) {
+      const __m256 dw = load_d8(b[j][ib].d);
+      STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+        const Q8BlockInfo& yi = xsum[xss * t + ib];
+        const __m256i v = _mm256_sub_epi32(s32[j][t], _mm256_slli_epi32(bcast_i32(&yi.sum), F::kShift));
+        acc[j][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_broadcast_ss(&yi.d)), _mm256_cvtepi32_ps(v), acc[j][t]);
+      }
+    }
+  }
+  STRATA_UNROLL for (int j = 0; j < G; ++j) STRATA_UNROLL for (int t = 0; t < NT; ++t)
+    _mm256_storeu_ps(out + os * t + 8 * j, acc[j][t]);
+}
+
 template <typename F, int NT>
 void gemm_unsigned32(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo* xsum, size_t xss,
                      float* out) {
-  const auto* b = reinterpret_cast<const typename F::Block*>(w);
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc[NT];
-  STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
-  for (int ib = 0; ib < n / 32; ++ib) {
-    prefetch_ahead(b + ib);
-    const BlockQ8_0* y[NT];
-    STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_0*>(xq + xs * t) + ib;
-    __m256i s32[NT];
-    STRATA_UNROLL for (int g0 = 0; g0 < 8; g0 += F::kPerSum) {
-      __m256i s16[NT];
-      STRATA_UNROLL for (int g = g0; g < g0 + F::kPerSum; ++g) {
-        const __m256i c = F::code(b[ib], g);
-        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
-          const __m256i p = _mm256_maddubs_epi16(c, bcast4(y[t]->qs + 4 * g));
-          s16[t] = g == g0 ? p : _mm256_add_epi16(s16[t], p);
-          STRATA_KEEP(s16[t]);
-        }
-      }
-      STRATA_UNROLL for (int t = 0; t < NT; ++t) {
-        const __m256i p = _mm256_madd_epi16(s16[t], ones);
-        s32[t] = g0 == 0 ? p : _mm256_add_epi32(s32[t], p);
-      }
-    }
-    const __m256 dw = load_d8(b[ib].d);
-    STRATA_UNROLL for (int t = 0; t < NT; ++t) {
-      const Q8BlockInfo& yi = xsum[xss * t + ib];
-      const __m256i v = _mm256_sub_epi32(s32[t], _mm256_slli_epi32(bcast_i32(&yi.sum), F::kShift));
-      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_broadcast_ss(&yi.d)), _mm256_cvtepi32_ps(v), acc[t]);
-    }
-  }
-  STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, acc[t]);
+  unsigned32_groups<F, 1, NT>(n, w, 0, xq, xs, xsum, xss, out, 8);
 }
 
 // Q8_0: signed codes, so the sign goes onto the activations; a pair of products can reach
@@ -313,16 +329,19 @@ struct WidenBF16 {
 };
 
 template <class W, int G, int NT>
-void half_groups(int n, const uint8_t* w, size_t gs, const float* x, size_t xs, float* out, size_t os) {
+void half_groups(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t,
+                 float* out, size_t os) {
   const uint16_t* v[G];
   STRATA_UNROLL for (int g = 0; g < G; ++g) v[g] = reinterpret_cast<const uint16_t*>(w + gs * g);
+  const float* x[NT];
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const float*>(xq + xs * t);
   __m256 acc[G][NT];
   STRATA_UNROLL for (int g = 0; g < G; ++g) STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[g][t] = _mm256_setzero_ps();
   for (int k = 0; k < n; ++k) {
     __m256 wv[G];
     STRATA_UNROLL for (int g = 0; g < G; ++g) wv[g] = W::load(v[g] + 8 * k);
     STRATA_UNROLL for (int t = 0; t < NT; ++t) {
-      const __m256 b = _mm256_broadcast_ss(x + xs * t + k);
+      const __m256 b = _mm256_broadcast_ss(x[t] + k);
       STRATA_UNROLL for (int g = 0; g < G; ++g) acc[g][t] = _mm256_fmadd_ps(wv[g], b, acc[g][t]);
     }
   }
@@ -330,22 +349,27 @@ void half_groups(int n, const uint8_t* w, size_t gs, const float* x, size_t xs, 
     _mm256_storeu_ps(out + os * t + 8 * g, acc[g][t]);
 }
 
-template <class W>
-void gemm_half_groups(int n, const uint8_t* w, size_t gs, int ngroups, const float* x, size_t xs, int ntok, float* out,
-                      size_t os) {
-  static_assert(kHalfGroups == 3 && kPackMaxTokens == 4);
-  using Fn = void (*)(int, const uint8_t*, size_t, const float*, size_t, float*, size_t);
-  static constexpr Fn kFns[3][4] = {
-      {half_groups<W, 1, 1>, half_groups<W, 1, 2>, half_groups<W, 1, 3>, half_groups<W, 1, 4>},
-      {half_groups<W, 2, 1>, half_groups<W, 2, 2>, half_groups<W, 2, 3>, half_groups<W, 2, 4>},
-      {half_groups<W, 3, 1>, half_groups<W, 3, 2>, half_groups<W, 3, 3>, half_groups<W, 3, 4>}};
-  kFns[ngroups - 1][ntok - 1](n, w, gs, x, xs, out, os);
+template <class W, int NT>
+void gemm_half(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo* xi, size_t xis, float* out) {
+  half_groups<W, 1, NT>(n, w, 0, xq, xs, xi, xis, out, 8);
 }
 
-template <class W>
-void gemm_half(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, int ntok, float* out) {
-  gemm_half_groups<W>(n, w, 0, 1, reinterpret_cast<const float*>(xq), xs / sizeof(float), ntok, out, 8);
-}
+// A GemmGroupsFn over K<G, NT>::f for G up to MaxG.
+template <template <int, int> class K, int MaxG>
+struct GroupsDispatch {
+  static_assert(MaxG <= kMaxGroupsPerCall && kPackMaxTokens == 4);
+  using Fn = void (*)(int, const uint8_t*, size_t, const uint8_t*, size_t, const Q8BlockInfo*, size_t, float*, size_t);
+  template <int G>
+  static constexpr std::array<Fn, 4> row() {
+    if constexpr (G <= MaxG) return {K<G, 1>::f, K<G, 2>::f, K<G, 3>::f, K<G, 4>::f};
+    else return {};
+  }
+  static void run(int n, const uint8_t* w, size_t gs, int ngroups, const uint8_t* xq, size_t xs, const Q8BlockInfo* xi,
+                  size_t xis, int ntok, float* out, size_t os) {
+    static constexpr std::array<std::array<Fn, 4>, kMaxGroupsPerCall> kFns = {row<1>(), row<2>(), row<3>()};
+    kFns[ngroups - 1][ntok - 1](n, w, gs, xq, xs, xi, xis, out, os);
+  }
+};
 
 template <template <int> class K>
 struct Dispatch {
@@ -361,6 +385,12 @@ struct Dispatch {
 };
 template <int NT> struct KQ8_0 { static constexpr auto f = gemm_q8_0<NT>; };
 template <int NT> struct KQ4_0 { static constexpr auto f = gemm_unsigned32<Q4_0x8, NT>; };
+template <int G, int NT> struct GQ4_0 { static constexpr auto f = unsigned32_groups<Q4_0x8, G, NT>; };
+template <int G, int NT> struct GQ5_0 { static constexpr auto f = unsigned32_groups<Q5_0x8, G, NT>; };
+template <int NT> struct KF16 { static constexpr auto f = gemm_half<WidenF16, NT>; };
+template <int NT> struct KBF16 { static constexpr auto f = gemm_half<WidenBF16, NT>; };
+template <int G, int NT> struct GF16 { static constexpr auto f = half_groups<WidenF16, G, NT>; };
+template <int G, int NT> struct GBF16 { static constexpr auto f = half_groups<WidenBF16, G, NT>; };
 template <int NT> struct KQ5_0 { static constexpr auto f = gemm_unsigned32<Q5_0x8, NT>; };
 template <int NT> struct KQ4_K { static constexpr auto f = gemm_q4_k<NT>; };
 template <int NT> struct KQ6_K { static constexpr auto f = gemm_q6_k<NT>; };
@@ -374,10 +404,16 @@ void fill_avx2_gemm_x8(KernelTable& t) {
   t.gemm_x8[static_cast<int>(GgmlType::Q5_0)] = Dispatch<KQ5_0>::run;
   t.gemm_x8[static_cast<int>(GgmlType::Q4_K)] = Dispatch<KQ4_K>::run;
   t.gemm_x8[static_cast<int>(GgmlType::Q6_K)] = Dispatch<KQ6_K>::run;
-  t.gemm_x8[static_cast<int>(GgmlType::F16)] = gemm_half<WidenF16>;
-  t.gemm_x8[static_cast<int>(GgmlType::BF16)] = gemm_half<WidenBF16>;
-  t.gemm_half_groups[static_cast<int>(GgmlType::F16)] = gemm_half_groups<WidenF16>;
-  t.gemm_half_groups[static_cast<int>(GgmlType::BF16)] = gemm_half_groups<WidenBF16>;
+  t.gemm_x8[static_cast<int>(GgmlType::F16)] = Dispatch<KF16>::run;
+  t.gemm_x8[static_cast<int>(GgmlType::BF16)] = Dispatch<KBF16>::run;
+  t.gemm_groups[static_cast<int>(GgmlType::F16)] = GroupsDispatch<GF16, 3>::run;
+  t.gemm_groups[static_cast<int>(GgmlType::BF16)] = GroupsDispatch<GBF16, 3>::run;
+  t.gemm_groups[static_cast<int>(GgmlType::Q4_0)] = GroupsDispatch<GQ4_0, 2>::run;
+  t.groups_per_call[static_cast<int>(GgmlType::F16)] = 3;
+  t.groups_per_call[static_cast<int>(GgmlType::BF16)] = 3;
+  t.groups_per_call[static_cast<int>(GgmlType::Q4_0)] = 2;
+  t.gemm_groups[static_cast<int>(GgmlType::Q5_0)] = GroupsDispatch<GQ5_0, 2>::run;
+  t.groups_per_call[static_cast<int>(GgmlType::Q5_0)] = 2;
   t.gemm_x8[static_cast<int>(GgmlType::IQ4_XS)] = Dispatch<KIQ4_XS>::run;
 }
 

@@ -47,7 +47,8 @@ struct KernelTable {
   DecodeRowFn decode_row[kMaxTypes] = {};   // optional, with dot_decoded: prefill of lookup formats
   QDotMultiFn dot_decoded = nullptr;
   GemmX8Fn gemm_x8[kMaxTypes] = {};        // kernels on weights packed 8 rows at a time
-  GemmHalfFn gemm_half_groups[kMaxTypes] = {};  // F16, BF16 on several packed groups at once
+  GemmGroupsFn gemm_groups[kMaxTypes] = {};  // optional: several packed groups per call...
+  int groups_per_call[kMaxTypes] = {};       // ...this many at most
   QuantizeFn quantize_act[kMaxTypes] = {};  // activation quantizers, by activation format
   GatedActFn silu_mul = nullptr;            // vector versions; ops' scalar reference when null
   GatedActFn gelu_tanh_mul = nullptr;
