@@ -640,10 +640,11 @@ TEST(Kernels, DispatchPicksTheBestTableForThisCpu) {
               kernels().isa);
 }
 
-// An importance row moves the lattice search's error onto the columns that matter less: the
+// An importance row moves the searching quantizers' error onto the columns that matter less: the
 // importance-weighted error is lower with it than without.
-TEST(LatticeQuantizerImportance, LowersTheImportanceWeightedError) {
-  for (GgmlType t : {GgmlType::IQ2_XS, GgmlType::IQ3_XXS, GgmlType::IQ1_M}) {
+TEST(QuantizerImportance, LowersTheImportanceWeightedError) {
+  for (GgmlType t : {GgmlType::IQ2_XS, GgmlType::IQ3_XXS, GgmlType::IQ1_M, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+    ASSERT_TRUE(uses_importance(t)) << type_name(t);
     const int n = 256 * 16;
     auto x = randn(n, 71);
     std::vector<float> imp(n);
@@ -661,11 +662,18 @@ TEST(LatticeQuantizerImportance, LowersTheImportanceWeightedError) {
       eb += imp[i] * (x[i] - b[i]) * (x[i] - b[i]);
     }
     std::printf("  %-7s importance-weighted error %.4g without, %.4g with\n", type_name(t).c_str(), ea, eb);
-    EXPECT_LT(eb, 0.85 * ea) << type_name(t);
-    // Formats without an importance-aware quantizer give the plain bytes.
-    std::vector<uint8_t> q4(row_bytes(GgmlType::Q4_K, n)), q4w(q4.size());
-    quantize_row(GgmlType::Q4_K, x.data(), q4.data(), n);
-    quantize_row_weighted(GgmlType::Q4_K, x.data(), q4w.data(), n, imp.data());
-    EXPECT_EQ(q4, q4w);
+    EXPECT_LT(eb, 0.95 * ea) << type_name(t);
+  }
+  // Formats without an importance-aware quantizer give the plain bytes.
+  const int n = 512;
+  auto x = randn(n, 73);
+  std::vector<float> imp(n, 1.f);
+  imp[3] = 100.f;
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q3_K, GgmlType::IQ4_XS}) {
+    ASSERT_FALSE(uses_importance(t)) << type_name(t);
+    std::vector<uint8_t> plain(row_bytes(t, n)), weighted(plain.size());
+    quantize_row(t, x.data(), plain.data(), n);
+    quantize_row_weighted(t, x.data(), weighted.data(), n, imp.data());
+    EXPECT_EQ(plain, weighted) << type_name(t);
   }
 }

@@ -35,7 +35,8 @@ Imatrix parse_imatrix(std::vector<uint8_t> bytes, const std::string& name);  // 
 void save_imatrix(const Imatrix& m, const std::string& path);  // GGUF
 
 // strata imatrix: runs the model over the text in chunks of chunk_size tokens (each from an empty
-// context) and sums the inputs of every blk.* weight matrix.
+// context) and sums the inputs of every blk.* weight matrix (not the output matrix, which
+// llama.cpp's collector also leaves out by default).
 struct ImatrixOptions {
   std::string model, text_file;
   int chunk_size = 512, max_chunks = 0, n_threads = 0;
