@@ -643,7 +643,8 @@ TEST(Kernels, DispatchPicksTheBestTableForThisCpu) {
 // An importance row moves the searching quantizers' error onto the columns that matter less: the
 // importance-weighted error is lower with it than without.
 TEST(QuantizerImportance, LowersTheImportanceWeightedError) {
-  for (GgmlType t : {GgmlType::IQ2_XS, GgmlType::IQ3_XXS, GgmlType::IQ1_M, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+  for (GgmlType t : {GgmlType::IQ2_XS, GgmlType::IQ3_XXS, GgmlType::IQ1_M, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
+                     GgmlType::Q5_K, GgmlType::Q6_K}) {
     ASSERT_TRUE(uses_importance(t)) << type_name(t);
     const int n = 256 * 16;
     auto x = randn(n, 71);
@@ -669,7 +670,7 @@ TEST(QuantizerImportance, LowersTheImportanceWeightedError) {
   auto x = randn(n, 73);
   std::vector<float> imp(n, 1.f);
   imp[3] = 100.f;
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q3_K, GgmlType::IQ4_XS}) {
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::IQ4_XS}) {
     ASSERT_FALSE(uses_importance(t)) << type_name(t);
     std::vector<uint8_t> plain(row_bytes(t, n)), weighted(plain.size());
     quantize_row(t, x.data(), plain.data(), n);

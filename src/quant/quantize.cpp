@@ -1,6 +1,6 @@
 // Reference quantizers. Most produce valid blocks with round-to-nearest codes and a min/max scale
-// choice; Q4_K, Q5_K and Q6_K (the K-quant mixtures' formats) search their sub-block scales for the
-// least weighted squared error (block_weights; times the column importance when an importance
+// choice; the K-quants (Q2_K to Q6_K) search their sub-block scales for the least weighted squared
+// error (block_weights; times the column importance when an importance
 // matrix is given). The round-trip tests bound their error.
 #include <algorithm>
 #include <cmath>
@@ -134,86 +134,6 @@ void subblock_scale_min(const float* x, int n, int nmax, float& scale, float& mi
   min = -mn;  // stored positive, subtracted on dequantize
 }
 
-void q_q2_k(const float* x, BlockQ2_K* b, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, x += 256) {
-    float sc[16], mn[16], max_sc = 0, max_mn = 0;
-    for (int s = 0; s < 16; ++s) {
-      subblock_scale_min(x + 16 * s, 16, 3, sc[s], mn[s]);
-      max_sc = std::max(max_sc, sc[s]);
-      max_mn = std::max(max_mn, mn[s]);
-    }
-    float d = max_sc / 15, dmin = max_mn / 15;
-    b[i].d = fp32_to_fp16(d);
-    b[i].dmin = fp32_to_fp16(dmin);
-    float dq = fp16_to_fp32(b[i].d), dmq = fp16_to_fp32(b[i].dmin);
-    uint8_t L[256];
-    for (int s = 0; s < 16; ++s) {
-      int ls = dq ? std::min(15, nearest_int(sc[s] / dq)) : 0;
-      int lm = dmq ? std::min(15, nearest_int(mn[s] / dmq)) : 0;
-      b[i].scales[s] = static_cast<uint8_t>(ls | (lm << 4));
-      float dl = dq * ls, ml = dmq * lm;
-      for (int j = 0; j < 16; ++j) {
-        int q = dl ? nearest_int((x[16 * s + j] + ml) / dl) : 0;
-        L[16 * s + j] = static_cast<uint8_t>(std::clamp(q, 0, 3));
-      }
-    }
-    for (int n = 0; n < 256; n += 128)
-      for (int l = 0; l < 32; ++l)
-        b[i].qs[n / 4 + l] = static_cast<uint8_t>(L[n + l] | (L[n + l + 32] << 2) | (L[n + l + 64] << 4) | (L[n + l + 96] << 6));
-  }
-}
-
-void q_q3_k(const float* x, BlockQ3_K* b, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, x += 256) {
-    float sc[16], max_sc = 0, amax_sc = 0;
-    for (int s = 0; s < 16; ++s) {
-      float m = signed_absmax(x + 16 * s, 16);
-      sc[s] = m / -4;  // codes -4..3: the extreme value maps to -4
-      if (std::fabs(sc[s]) > amax_sc) { amax_sc = std::fabs(sc[s]); max_sc = sc[s]; }
-    }
-    std::memset(b[i].hmask, 0, 32);
-    float iscale = max_sc ? -32.f / max_sc : 0.f;
-    uint8_t u[16];
-    for (int s = 0; s < 16; ++s) u[s] = static_cast<uint8_t>(std::clamp(nearest_int(iscale * sc[s]), -32, 31) + 32);
-    float d = iscale ? 1.f / iscale : 0.f;
-    b[i].d = fp32_to_fp16(d);
-    for (int k = 0; k < 8; ++k) b[i].scales[k] = static_cast<uint8_t>((u[k] & 0xF) | ((u[k + 8] & 0xF) << 4));
-    for (int k = 0; k < 4; ++k)
-      b[i].scales[8 + k] = static_cast<uint8_t>((u[k] >> 4) | ((u[k + 4] >> 4) << 2) | ((u[k + 8] >> 4) << 4) | ((u[k + 12] >> 4) << 6));
-    float dq = fp16_to_fp32(b[i].d);
-    uint8_t L[256];
-    for (int s = 0; s < 16; ++s) {
-      float dl = dq * (static_cast<int>(u[s]) - 32);
-      for (int j = 0; j < 16; ++j) {
-        int q = dl ? nearest_int(x[16 * s + j] / dl) : 0;
-        L[16 * s + j] = static_cast<uint8_t>(std::clamp(q, -4, 3) + 4);
-      }
-    }
-    for (int n = 0; n < 256; n += 128)
-      for (int l = 0; l < 32; ++l) {
-        b[i].qs[n / 4 + l] = static_cast<uint8_t>((L[n + l] & 3) | ((L[n + l + 32] & 3) << 2) |
-                                                  ((L[n + l + 64] & 3) << 4) | ((L[n + l + 96] & 3) << 6));
-        for (int j = 0; j < 4; ++j)
-          if (L[n + 32 * j + l] > 3) b[i].hmask[l] |= static_cast<uint8_t>(1 << (4 * (n / 128) + j));
-      }
-  }
-}
-
-// Packs 8 (scale, min) 6-bit pairs the way get_scale_min_k4 reads them.
-void pack_k4_scales(const uint8_t ls[8], const uint8_t lm[8], uint8_t out[12]) {
-  std::memset(out, 0, 12);
-  for (int j = 0; j < 8; ++j) {
-    if (j < 4) {
-      out[j] |= ls[j] & 63;
-      out[j + 4] |= lm[j] & 63;
-    } else {
-      out[j + 4] = static_cast<uint8_t>((ls[j] & 0xF) | ((lm[j] & 0xF) << 4));
-      out[j - 4] |= static_cast<uint8_t>((ls[j] >> 4) << 6);
-      out[j] |= static_cast<uint8_t>((lm[j] >> 4) << 6);
-    }
-  }
-}
-
 // Error weights of a 256-value block: sqrt(mean(x^2) + x^2), times importance relative to its mean
 // plus a 1 % floor when given. (On the synthetic model's KL, the square root did better for these
 // formats than the lattice search's mean(x^2) + x^2 and than equal weights.)
@@ -294,6 +214,87 @@ float fit_scale_sym(const float* x, const float* w, int n, int nmax) {
     if (e < best) best = e, scale = a;
   }
   return scale;
+}
+
+void q_q2_k(const float* x, BlockQ2_K* b, int64_t nb, const float* importance) {
+  for (int64_t i = 0; i < nb; ++i, x += 256) {
+    float sc[16], mn[16], max_sc = 0, max_mn = 0, w[256];
+    block_weights(x, importance ? importance + 256 * i : nullptr, w);
+    for (int s = 0; s < 16; ++s) {
+      fit_scale_min(x + 16 * s, w + 16 * s, 16, 3, sc[s], mn[s]);
+      max_sc = std::max(max_sc, sc[s]);
+      max_mn = std::max(max_mn, mn[s]);
+    }
+    float d = max_sc / 15, dmin = max_mn / 15;
+    b[i].d = fp32_to_fp16(d);
+    b[i].dmin = fp32_to_fp16(dmin);
+    float dq = fp16_to_fp32(b[i].d), dmq = fp16_to_fp32(b[i].dmin);
+    uint8_t L[256];
+    for (int s = 0; s < 16; ++s) {
+      int ls = dq ? std::min(15, nearest_int(sc[s] / dq)) : 0;
+      int lm = dmq ? std::min(15, nearest_int(mn[s] / dmq)) : 0;
+      b[i].scales[s] = static_cast<uint8_t>(ls | (lm << 4));
+      float dl = dq * ls, ml = dmq * lm;
+      for (int j = 0; j < 16; ++j) {
+        int q = dl ? nearest_int((x[16 * s + j] + ml) / dl) : 0;
+        L[16 * s + j] = static_cast<uint8_t>(std::clamp(q, 0, 3));
+      }
+    }
+    for (int n = 0; n < 256; n += 128)
+      for (int l = 0; l < 32; ++l)
+        b[i].qs[n / 4 + l] = static_cast<uint8_t>(L[n + l] | (L[n + l + 32] << 2) | (L[n + l + 64] << 4) | (L[n + l + 96] << 6));
+  }
+}
+
+void q_q3_k(const float* x, BlockQ3_K* b, int64_t nb, const float* importance) {
+  for (int64_t i = 0; i < nb; ++i, x += 256) {
+    float sc[16], max_sc = 0, amax_sc = 0, w[256];
+    block_weights(x, importance ? importance + 256 * i : nullptr, w);
+    for (int s = 0; s < 16; ++s) {
+      sc[s] = fit_scale_sym(x + 16 * s, w + 16 * s, 16, 3);  // codes -4..3
+      if (std::fabs(sc[s]) > amax_sc) { amax_sc = std::fabs(sc[s]); max_sc = sc[s]; }
+    }
+    std::memset(b[i].hmask, 0, 32);
+    float iscale = max_sc ? -32.f / max_sc : 0.f;
+    uint8_t u[16];
+    for (int s = 0; s < 16; ++s) u[s] = static_cast<uint8_t>(std::clamp(nearest_int(iscale * sc[s]), -32, 31) + 32);
+    float d = iscale ? 1.f / iscale : 0.f;
+    b[i].d = fp32_to_fp16(d);
+    for (int k = 0; k < 8; ++k) b[i].scales[k] = static_cast<uint8_t>((u[k] & 0xF) | ((u[k + 8] & 0xF) << 4));
+    for (int k = 0; k < 4; ++k)
+      b[i].scales[8 + k] = static_cast<uint8_t>((u[k] >> 4) | ((u[k + 4] >> 4) << 2) | ((u[k + 8] >> 4) << 4) | ((u[k + 12] >> 4) << 6));
+    float dq = fp16_to_fp32(b[i].d);
+    uint8_t L[256];
+    for (int s = 0; s < 16; ++s) {
+      float dl = dq * (static_cast<int>(u[s]) - 32);
+      for (int j = 0; j < 16; ++j) {
+        int q = dl ? nearest_int(x[16 * s + j] / dl) : 0;
+        L[16 * s + j] = static_cast<uint8_t>(std::clamp(q, -4, 3) + 4);
+      }
+    }
+    for (int n = 0; n < 256; n += 128)
+      for (int l = 0; l < 32; ++l) {
+        b[i].qs[n / 4 + l] = static_cast<uint8_t>((L[n + l] & 3) | ((L[n + l + 32] & 3) << 2) |
+                                                  ((L[n + l + 64] & 3) << 4) | ((L[n + l + 96] & 3) << 6));
+        for (int j = 0; j < 4; ++j)
+          if (L[n + 32 * j + l] > 3) b[i].hmask[l] |= static_cast<uint8_t>(1 << (4 * (n / 128) + j));
+      }
+  }
+}
+
+// Packs 8 (scale, min) 6-bit pairs the way get_scale_min_k4 reads them.
+void pack_k4_scales(const uint8_t ls[8], const uint8_t lm[8], uint8_t out[12]) {
+  std::memset(out, 0, 12);
+  for (int j = 0; j < 8; ++j) {
+    if (j < 4) {
+      out[j] |= ls[j] & 63;
+      out[j + 4] |= lm[j] & 63;
+    } else {
+      out[j + 4] = static_cast<uint8_t>((ls[j] & 0xF) | ((lm[j] & 0xF) << 4));
+      out[j - 4] |= static_cast<uint8_t>((ls[j] >> 4) << 6);
+      out[j] |= static_cast<uint8_t>((lm[j] >> 4) << 6);
+    }
+  }
 }
 
 template <typename Block, int kMax>
@@ -464,8 +465,8 @@ void quantize_row(GgmlType type, const float* x, void* dst, int64_t n) {
     case GgmlType::Q5_1: q_q5_1(x, static_cast<BlockQ5_1*>(dst), nb); break;
     case GgmlType::Q8_0: q_q8_0(x, static_cast<BlockQ8_0*>(dst), nb); break;
     case GgmlType::IQ4_NL: q_iq4_nl(x, static_cast<BlockIQ4_NL*>(dst), nb); break;
-    case GgmlType::Q2_K: q_q2_k(x, static_cast<BlockQ2_K*>(dst), nb); break;
-    case GgmlType::Q3_K: q_q3_k(x, static_cast<BlockQ3_K*>(dst), nb); break;
+    case GgmlType::Q2_K: q_q2_k(x, static_cast<BlockQ2_K*>(dst), nb, nullptr); break;
+    case GgmlType::Q3_K: q_q3_k(x, static_cast<BlockQ3_K*>(dst), nb, nullptr); break;
     case GgmlType::Q4_K: q_q45_k<BlockQ4_K, 15>(x, static_cast<BlockQ4_K*>(dst), nb, nullptr); break;
     case GgmlType::Q5_K: q_q45_k<BlockQ5_K, 31>(x, static_cast<BlockQ5_K*>(dst), nb, nullptr); break;
     case GgmlType::Q6_K: q_q6_k(x, static_cast<BlockQ6_K*>(dst), nb, nullptr); break;
@@ -478,13 +479,19 @@ void quantize_row(GgmlType type, const float* x, void* dst, int64_t n) {
 }
 
 bool uses_importance(GgmlType type) {
-  return is_lattice_iquant(type) || type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K;
+  switch (type) {
+    case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
+      return true;
+    default: return is_lattice_iquant(type);
+  }
 }
 
 void quantize_row_weighted(GgmlType type, const float* x, void* dst, int64_t n, const float* importance) {
   if (!importance || !uses_importance(type)) return quantize_row(type, x, dst, n);
   if (n % 256 != 0) throw Error("cannot quantize a row of " + std::to_string(n) + " to " + type_name(type));
   switch (type) {
+    case GgmlType::Q2_K: q_q2_k(x, static_cast<BlockQ2_K*>(dst), n / 256, importance); break;
+    case GgmlType::Q3_K: q_q3_k(x, static_cast<BlockQ3_K*>(dst), n / 256, importance); break;
     case GgmlType::Q4_K: q_q45_k<BlockQ4_K, 15>(x, static_cast<BlockQ4_K*>(dst), n / 256, importance); break;
     case GgmlType::Q5_K: q_q45_k<BlockQ5_K, 31>(x, static_cast<BlockQ5_K*>(dst), n / 256, importance); break;
     case GgmlType::Q6_K: q_q6_k(x, static_cast<BlockQ6_K*>(dst), n / 256, importance); break;
