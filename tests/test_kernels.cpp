@@ -644,7 +644,7 @@ TEST(Kernels, DispatchPicksTheBestTableForThisCpu) {
 // importance-weighted error is lower with it than without.
 TEST(QuantizerImportance, LowersTheImportanceWeightedError) {
   for (GgmlType t : {GgmlType::IQ2_XS, GgmlType::IQ3_XXS, GgmlType::IQ1_M, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
-                     GgmlType::Q5_K, GgmlType::Q6_K}) {
+                     GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::IQ4_NL, GgmlType::IQ4_XS}) {
     ASSERT_TRUE(uses_importance(t)) << type_name(t);
     const int n = 256 * 16;
     auto x = randn(n, 71);
@@ -652,8 +652,8 @@ TEST(QuantizerImportance, LowersTheImportanceWeightedError) {
     std::mt19937 rng(72);
     for (auto& v : imp) v = rng() % 8 == 0 ? 50.f : 1.f;
     std::vector<uint8_t> plain(row_bytes(t, n)), weighted(row_bytes(t, n));
-    quantize_row(t, x.data(), plain.data(), n);
-    quantize_row_weighted(t, x.data(), weighted.data(), n, imp.data());
+    quantize_row_best(t, x.data(), plain.data(), n);
+    quantize_row_best(t, x.data(), weighted.data(), n, imp.data());
     std::vector<float> a(n), b(n);
     dequantize_row_ref(t, plain.data(), a.data(), n);
     dequantize_row_ref(t, weighted.data(), b.data(), n);
@@ -670,11 +670,31 @@ TEST(QuantizerImportance, LowersTheImportanceWeightedError) {
   auto x = randn(n, 73);
   std::vector<float> imp(n, 1.f);
   imp[3] = 100.f;
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::IQ4_XS}) {
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_1, GgmlType::Q5_1}) {
     ASSERT_FALSE(uses_importance(t)) << type_name(t);
     std::vector<uint8_t> plain(row_bytes(t, n)), weighted(plain.size());
     quantize_row(t, x.data(), plain.data(), n);
-    quantize_row_weighted(t, x.data(), weighted.data(), n, imp.data());
+    quantize_row_best(t, x.data(), weighted.data(), n, imp.data());
     EXPECT_EQ(plain, weighted) << type_name(t);
+  }
+}
+
+// Where quantize_row keeps the min/max rule (it also fills the KV cache), the model quantizer's
+// scale search gives a lower round-trip error.
+TEST(QuantizerSearch, BeatsTheMinMaxRule) {
+  const int n = 256 * 16;
+  auto x = randn(n, 74);
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::IQ4_NL, GgmlType::IQ4_XS}) {
+    std::vector<uint8_t> fast(row_bytes(t, n)), best(fast.size());
+    quantize_row(t, x.data(), fast.data(), n);
+    quantize_row_best(t, x.data(), best.data(), n);
+    std::vector<float> a(n), b(n);
+    dequantize_row_ref(t, fast.data(), a.data(), n);
+    dequantize_row_ref(t, best.data(), b.data(), n);
+    double ea = 0, eb = 0, sx = 0;
+    for (int i = 0; i < n; ++i) ea += (x[i] - a[i]) * (x[i] - a[i]), eb += (x[i] - b[i]) * (x[i] - b[i]), sx += x[i] * x[i];
+    std::printf("  %-7s relative RMS error %.4f with the min/max rule, %.4f searched\n", type_name(t).c_str(),
+                std::sqrt(ea / sx), std::sqrt(eb / sx));
+    EXPECT_LT(eb, 0.95 * ea) << type_name(t);
   }
 }

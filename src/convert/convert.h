@@ -18,7 +18,8 @@ namespace strata::convert {
 
 // Encodes a tensor of `rows` rows of ne0 elements into `type`; row_source(r, out) fills row r as
 // floats. Rows are independent, so the result does not depend on the thread count.
-// importance: optional, one value per column, for the formats that use it (quantize_row_weighted).
+// Rows go through quantize_row_best; importance: optional, one value per column, for the formats
+// that use it.
 std::vector<uint8_t> encode_rows(ThreadPool& pool, GgmlType type, int64_t ne0, int64_t rows,
                                  const std::function<void(int64_t, float*)>& row_source,
                                  const float* importance = nullptr);

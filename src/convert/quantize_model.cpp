@@ -22,7 +22,7 @@ std::vector<uint8_t> encode_rows(ThreadPool& pool, GgmlType type, int64_t ne0, i
     std::vector<float> buf(static_cast<size_t>(ne0));
     for (int64_t r = r0; r < r1; ++r) {
       row_source(r, buf.data());
-      quantize_row_weighted(type, buf.data(), out.data() + rb * static_cast<size_t>(r), ne0, importance);
+      quantize_row_best(type, buf.data(), out.data() + rb * static_cast<size_t>(r), ne0, importance);
     }
   });
   return out;

@@ -14,9 +14,11 @@ void dequantize_row_ref(GgmlType type, const void* src, float* dst, int64_t n);
 // i-quants IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S (a grid search, quantize_iq.cpp).
 // Throws for others.
 void quantize_row(GgmlType type, const float* src, void* dst, int64_t n);
-// The same with an importance per element (an importance matrix row, n values): the lattice
-// i-quants weight their search by it; every other format ignores it.
-void quantize_row_weighted(GgmlType type, const float* src, void* dst, int64_t n, const float* importance);
+// The model quantizer (strata quantize, synth): the same, except that Q4_0, Q5_0, IQ4_NL and IQ4_XS
+// search their scales here where quantize_row (also used for the KV cache) takes the min/max rule.
+// importance (optional, one value per element: an importance matrix row) weights the error of the
+// formats uses_importance names; the others ignore it.
+void quantize_row_best(GgmlType type, const float* src, void* dst, int64_t n, const float* importance = nullptr);
 bool uses_importance(GgmlType type);
 bool can_quantize(GgmlType type);
 

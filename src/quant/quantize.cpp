@@ -1,7 +1,8 @@
 // Reference quantizers. Most produce valid blocks with round-to-nearest codes and a min/max scale
-// choice; the K-quants (Q2_K to Q6_K) search their sub-block scales for the least weighted squared
-// error (block_weights; times the column importance when an importance
-// matrix is given). The round-trip tests bound their error.
+// choice. The K-quants (Q2_K to Q6_K) search their sub-block scales for the least weighted squared
+// error (block_weights, times the column importance when an importance matrix is given); so do Q4_0,
+// Q5_0, IQ4_NL and IQ4_XS in quantize_row_best (model quantization), while their quantize_row keeps
+// the fast min/max rule for the KV cache. The round-trip tests bound their error.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -25,107 +26,6 @@ float signed_absmax(const float* x, int n) {
   return max;
 }
 
-void q_q8_0(const float* x, BlockQ8_0* b, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, x += 32) {
-    float amax = 0;
-    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
-    // id = 127/amax rather than 1/d, and ties to even: the values ggml's activation quantizer gives.
-    float d = amax / 127.f, id = amax != 0.f ? 127.f / amax : 0.f;
-    b[i].d = fp32_to_fp16(d);
-    for (int j = 0; j < 32; ++j) b[i].qs[j] = static_cast<int8_t>(nearest_int(x[j] * id));
-  }
-}
-void q_q4_0(const float* x, BlockQ4_0* b, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, x += 32) {
-    float max = signed_absmax(x, 32);
-    float d = max / -8, id = d ? 1.f / d : 0.f;
-    b[i].d = fp32_to_fp16(d);
-    for (int j = 0; j < 16; ++j) {
-      int a = std::min(15, std::max(0, static_cast<int>(x[j] * id + 8.5f)));
-      int c = std::min(15, std::max(0, static_cast<int>(x[j + 16] * id + 8.5f)));
-      b[i].qs[j] = static_cast<uint8_t>(a | (c << 4));
-    }
-  }
-}
-void q_q4_1(const float* x, BlockQ4_1* b, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, x += 32) {
-    float mn = *std::min_element(x, x + 32), mx = *std::max_element(x, x + 32);
-    float d = (mx - mn) / 15, id = d ? 1.f / d : 0.f;
-    b[i].d = fp32_to_fp16(d);
-    b[i].m = fp32_to_fp16(mn);
-    for (int j = 0; j < 16; ++j) {
-      int a = std::min(15, static_cast<int>((x[j] - mn) * id + 0.5f));
-      int c = std::min(15, static_cast<int>((x[j + 16] - mn) * id + 0.5f));
-      b[i].qs[j] = static_cast<uint8_t>(a | (c << 4));
-    }
-  }
-}
-void q_q5_0(const float* x, BlockQ5_0* b, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, x += 32) {
-    float max = signed_absmax(x, 32);
-    float d = max / -16, id = d ? 1.f / d : 0.f;
-    b[i].d = fp32_to_fp16(d);
-    uint32_t qh = 0;
-    for (int j = 0; j < 16; ++j) {
-      int a = std::min(31, std::max(0, static_cast<int>(x[j] * id + 16.5f)));
-      int c = std::min(31, std::max(0, static_cast<int>(x[j + 16] * id + 16.5f)));
-      b[i].qs[j] = static_cast<uint8_t>((a & 0xF) | ((c & 0xF) << 4));
-      qh |= static_cast<uint32_t>((a & 0x10) >> 4) << j;
-      qh |= static_cast<uint32_t>((c & 0x10) >> 4) << (j + 16);
-    }
-    std::memcpy(b[i].qh, &qh, 4);
-  }
-}
-void q_q5_1(const float* x, BlockQ5_1* b, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, x += 32) {
-    float mn = *std::min_element(x, x + 32), mx = *std::max_element(x, x + 32);
-    float d = (mx - mn) / 31, id = d ? 1.f / d : 0.f;
-    b[i].d = fp32_to_fp16(d);
-    b[i].m = fp32_to_fp16(mn);
-    uint32_t qh = 0;
-    for (int j = 0; j < 16; ++j) {
-      int a = std::min(31, static_cast<int>((x[j] - mn) * id + 0.5f));
-      int c = std::min(31, static_cast<int>((x[j + 16] - mn) * id + 0.5f));
-      b[i].qs[j] = static_cast<uint8_t>((a & 0xF) | ((c & 0xF) << 4));
-      qh |= static_cast<uint32_t>((a & 0x10) >> 4) << j;
-      qh |= static_cast<uint32_t>((c & 0x10) >> 4) << (j + 16);
-    }
-    std::memcpy(b[i].qh, &qh, 4);
-  }
-}
-int iq4nl_index(float v) {
-  int best = 0;
-  for (int k = 1; k < 16; ++k)
-    if (std::fabs(v - kIq4nlValues[k]) < std::fabs(v - kIq4nlValues[best])) best = k;
-  return best;
-}
-void q_iq4_nl(const float* x, BlockIQ4_NL* b, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, x += 32) {
-    float max = signed_absmax(x, 32);
-    float d = max / kIq4nlValues[0], id = d ? 1.f / d : 0.f;
-    b[i].d = fp32_to_fp16(d);
-    for (int j = 0; j < 16; ++j)
-      b[i].qs[j] = static_cast<uint8_t>(iq4nl_index(x[j] * id) | (iq4nl_index(x[j + 16] * id) << 4));
-  }
-}
-void q_q8_k(const float* x, BlockQ8_K* b, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, x += 256) {
-    float max = signed_absmax(x, 256);
-    if (max == 0) {
-      std::memset(&b[i], 0, sizeof(BlockQ8_K));
-      continue;
-    }
-    float iscale = -127.f / max;
-    for (int j = 0; j < 256; ++j) b[i].qs[j] = static_cast<int8_t>(std::min(127, nearest_int(iscale * x[j])));
-    for (int g = 0; g < 16; ++g) {
-      int s = 0;
-      for (int j = 0; j < 16; ++j) s += b[i].qs[g * 16 + j];
-      b[i].bsums[g] = static_cast<int16_t>(s);
-    }
-    b[i].d = 1 / iscale;
-  }
-}
-
 // Asymmetric sub-block (scale, min) with codes 0..nmax, used by Q2_K, Q4_K, Q5_K.
 void subblock_scale_min(const float* x, int n, int nmax, float& scale, float& min) {
   float mn = std::min(0.f, *std::min_element(x, x + n));
@@ -134,20 +34,20 @@ void subblock_scale_min(const float* x, int n, int nmax, float& scale, float& mi
   min = -mn;  // stored positive, subtracted on dequantize
 }
 
-// Error weights of a 256-value block: sqrt(mean(x^2) + x^2), times importance relative to its mean
+// Error weights of an n-value block: sqrt(mean(x^2) + x^2), times importance relative to its mean
 // plus a 1 % floor when given. (On the synthetic model's KL, the square root did better for these
 // formats than the lattice search's mean(x^2) + x^2 and than equal weights.)
-void block_weights(const float* x, const float* importance, float* w) {
+void block_weights(const float* x, const float* importance, float* w, int n = 256) {
   double sum2 = 0;
-  for (int j = 0; j < 256; ++j) sum2 += static_cast<double>(x[j]) * x[j];
-  const float sigma2 = static_cast<float>(sum2 / 256);
-  for (int j = 0; j < 256; ++j) w[j] = std::sqrt(sigma2 + x[j] * x[j]);
+  for (int j = 0; j < n; ++j) sum2 += static_cast<double>(x[j]) * x[j];
+  const float sigma2 = static_cast<float>(sum2 / n);
+  for (int j = 0; j < n; ++j) w[j] = std::sqrt(sigma2 + x[j] * x[j]);
   if (!importance) return;
   double mean = 0;
-  for (int j = 0; j < 256; ++j) mean += importance[j];
-  mean /= 256;
+  for (int j = 0; j < n; ++j) mean += importance[j];
+  mean /= n;
   if (mean > 0 && std::isfinite(mean))
-    for (int j = 0; j < 256; ++j) w[j] *= static_cast<float>(std::max(0.0, importance[j] / mean) + 0.01);
+    for (int j = 0; j < n; ++j) w[j] *= static_cast<float>(std::max(0.0, importance[j] / mean) + 0.01);
 }
 
 // Weighted least squares for x ~ scale * L - min (codes L in 0..nmax, min >= 0): inverse scales
@@ -214,6 +114,143 @@ float fit_scale_sym(const float* x, const float* w, int n, int nmax) {
     if (e < best) best = e, scale = a;
   }
   return scale;
+}
+
+// The same for the IQ4_NL levels (x ~ scale * level[L]): scales putting the largest magnitude near
+// the outer levels are tried, each element takes its nearest level, the scale is refitted.
+int iq4nl_index(float v);
+float fit_scale_levels(const float* x, const float* w, int n) {
+  const float max = signed_absmax(x, n);
+  if (max == 0) return 0;
+  auto error = [&](float a, double& e) {
+    e = 0;
+    double sv = 0, svv = 0;
+    for (int j = 0; j < n; ++j) {
+      const float v = kIq4nlValues[iq4nl_index(x[j] / a)];
+      const double r = a * v - x[j];
+      e += w[j] * r * r, sv += w[j] * v * x[j], svv += w[j] * v * v;
+    }
+    return svv > 0 ? static_cast<float>(sv / svv) : a;  // the least-squares scale for these levels
+  };
+  float scale = max / kIq4nlValues[0];
+  double best;
+  error(scale, best);
+  for (int k = -8; k <= 8; ++k) {
+    const float a0 = max / (static_cast<float>(kIq4nlValues[0]) + static_cast<float>(k));
+    double e0, e1;
+    const float a1 = error(a0, e0);
+    if (a1 == 0) continue;
+    error(a1, e1);
+    if (e0 < best) best = e0, scale = a0;
+    if (e1 < best) best = e1, scale = a1;
+  }
+  return scale;
+}
+
+void q_q8_0(const float* x, BlockQ8_0* b, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 32) {
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+    // id = 127/amax rather than 1/d, and ties to even: the values ggml's activation quantizer gives.
+    float d = amax / 127.f, id = amax != 0.f ? 127.f / amax : 0.f;
+    b[i].d = fp32_to_fp16(d);
+    for (int j = 0; j < 32; ++j) b[i].qs[j] = static_cast<int8_t>(nearest_int(x[j] * id));
+  }
+}
+// search: the weighted scale search (model quantization); without it the min/max rule, which the
+// q4_0 KV cache and the activation paths keep for speed. The same split for Q5_0, IQ4_NL, IQ4_XS.
+void q_q4_0(const float* x, BlockQ4_0* b, int64_t nb, bool search, const float* importance) {
+  for (int64_t i = 0; i < nb; ++i, x += 32) {
+    float w[32];
+    if (search) block_weights(x, importance ? importance + 32 * i : nullptr, w, 32);
+    const float d = search ? fit_scale_sym(x, w, 32, 7) : signed_absmax(x, 32) / -8, id = d ? 1.f / d : 0.f;
+    b[i].d = fp32_to_fp16(d);
+    for (int j = 0; j < 16; ++j) {
+      int a = std::min(15, std::max(0, static_cast<int>(x[j] * id + 8.5f)));
+      int c = std::min(15, std::max(0, static_cast<int>(x[j + 16] * id + 8.5f)));
+      b[i].qs[j] = static_cast<uint8_t>(a | (c << 4));
+    }
+  }
+}
+void q_q4_1(const float* x, BlockQ4_1* b, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 32) {
+    float mn = *std::min_element(x, x + 32), mx = *std::max_element(x, x + 32);
+    float d = (mx - mn) / 15, id = d ? 1.f / d : 0.f;
+    b[i].d = fp32_to_fp16(d);
+    b[i].m = fp32_to_fp16(mn);
+    for (int j = 0; j < 16; ++j) {
+      int a = std::min(15, static_cast<int>((x[j] - mn) * id + 0.5f));
+      int c = std::min(15, static_cast<int>((x[j + 16] - mn) * id + 0.5f));
+      b[i].qs[j] = static_cast<uint8_t>(a | (c << 4));
+    }
+  }
+}
+void q_q5_0(const float* x, BlockQ5_0* b, int64_t nb, bool search, const float* importance) {
+  for (int64_t i = 0; i < nb; ++i, x += 32) {
+    float w[32];
+    if (search) block_weights(x, importance ? importance + 32 * i : nullptr, w, 32);
+    const float d = search ? fit_scale_sym(x, w, 32, 15) : signed_absmax(x, 32) / -16, id = d ? 1.f / d : 0.f;
+    b[i].d = fp32_to_fp16(d);
+    uint32_t qh = 0;
+    for (int j = 0; j < 16; ++j) {
+      int a = std::min(31, std::max(0, static_cast<int>(x[j] * id + 16.5f)));
+      int c = std::min(31, std::max(0, static_cast<int>(x[j + 16] * id + 16.5f)));
+      b[i].qs[j] = static_cast<uint8_t>((a & 0xF) | ((c & 0xF) << 4));
+      qh |= static_cast<uint32_t>((a & 0x10) >> 4) << j;
+      qh |= static_cast<uint32_t>((c & 0x10) >> 4) << (j + 16);
+    }
+    std::memcpy(b[i].qh, &qh, 4);
+  }
+}
+void q_q5_1(const float* x, BlockQ5_1* b, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 32) {
+    float mn = *std::min_element(x, x + 32), mx = *std::max_element(x, x + 32);
+    float d = (mx - mn) / 31, id = d ? 1.f / d : 0.f;
+    b[i].d = fp32_to_fp16(d);
+    b[i].m = fp32_to_fp16(mn);
+    uint32_t qh = 0;
+    for (int j = 0; j < 16; ++j) {
+      int a = std::min(31, static_cast<int>((x[j] - mn) * id + 0.5f));
+      int c = std::min(31, static_cast<int>((x[j + 16] - mn) * id + 0.5f));
+      b[i].qs[j] = static_cast<uint8_t>((a & 0xF) | ((c & 0xF) << 4));
+      qh |= static_cast<uint32_t>((a & 0x10) >> 4) << j;
+      qh |= static_cast<uint32_t>((c & 0x10) >> 4) << (j + 16);
+    }
+    std::memcpy(b[i].qh, &qh, 4);
+  }
+}
+int iq4nl_index(float v) {
+  int best = 0;
+  for (int k = 1; k < 16; ++k)
+    if (std::fabs(v - kIq4nlValues[k]) < std::fabs(v - kIq4nlValues[best])) best = k;
+  return best;
+}
+void q_iq4_nl(const float* x, BlockIQ4_NL* b, int64_t nb, bool search, const float* importance) {
+  for (int64_t i = 0; i < nb; ++i, x += 32) {
+    float w[32];
+    if (search) block_weights(x, importance ? importance + 32 * i : nullptr, w, 32);
+    const float d = search ? fit_scale_levels(x, w, 32) : signed_absmax(x, 32) / kIq4nlValues[0], id = d ? 1.f / d : 0.f;
+    b[i].d = fp32_to_fp16(d);
+    for (int j = 0; j < 16; ++j)
+      b[i].qs[j] = static_cast<uint8_t>(iq4nl_index(x[j] * id) | (iq4nl_index(x[j + 16] * id) << 4));
+  }
+}
+void q_q8_k(const float* x, BlockQ8_K* b, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 256) {
+    float max = signed_absmax(x, 256);
+    if (max == 0) {
+      std::memset(&b[i], 0, sizeof(BlockQ8_K));
+      continue;
+    }
+    float iscale = -127.f / max;
+    for (int j = 0; j < 256; ++j) b[i].qs[j] = static_cast<int8_t>(std::min(127, nearest_int(iscale * x[j])));
+    for (int g = 0; g < 16; ++g) {
+      int s = 0;
+      for (int j = 0; j < 16; ++j) s += b[i].qs[g * 16 + j];
+      b[i].bsums[g] = static_cast<int16_t>(s);
+    }
+    b[i].d = 1 / iscale;
+  }
 }
 
 void q_q2_k(const float* x, BlockQ2_K* b, int64_t nb, const float* importance) {
@@ -367,11 +404,12 @@ void q_q6_k(const float* x, BlockQ6_K* b, int64_t nb, const float* importance) {
 
 
 // IQ4_XS: IQ4_NL's levels with one fp16 scale per 256 values and a signed 6-bit scale per 32.
-void q_iq4_xs(const float* x, BlockIQ4_XS* b, int64_t nb) {
+void q_iq4_xs(const float* x, BlockIQ4_XS* b, int64_t nb, bool search, const float* importance) {
   for (int64_t i = 0; i < nb; ++i, x += 256) {
-    float sub[8], amax = 0, max_scale = 0;
+    float sub[8], amax = 0, max_scale = 0, w[256];
+    if (search) block_weights(x, importance ? importance + 256 * i : nullptr, w);
     for (int ib = 0; ib < 8; ++ib) {
-      sub[ib] = signed_absmax(x + 32 * ib, 32) / kIq4nlValues[0];
+      sub[ib] = search ? fit_scale_levels(x + 32 * ib, w + 32 * ib, 32) : signed_absmax(x + 32 * ib, 32) / kIq4nlValues[0];
       if (std::fabs(sub[ib]) > amax) amax = std::fabs(sub[ib]), max_scale = sub[ib];
     }
     std::memset(&b[i], 0, sizeof(BlockIQ4_XS));
@@ -459,37 +497,49 @@ void quantize_row(GgmlType type, const float* x, void* dst, int64_t n) {
     case GgmlType::F32: std::memcpy(dst, x, n * 4); break;
     case GgmlType::F16: for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = fp32_to_fp16(x[i]); break;
     case GgmlType::BF16: for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = fp32_to_bf16(x[i]); break;
-    case GgmlType::Q4_0: q_q4_0(x, static_cast<BlockQ4_0*>(dst), nb); break;
+    case GgmlType::Q4_0: q_q4_0(x, static_cast<BlockQ4_0*>(dst), nb, false, nullptr); break;
     case GgmlType::Q4_1: q_q4_1(x, static_cast<BlockQ4_1*>(dst), nb); break;
-    case GgmlType::Q5_0: q_q5_0(x, static_cast<BlockQ5_0*>(dst), nb); break;
+    case GgmlType::Q5_0: q_q5_0(x, static_cast<BlockQ5_0*>(dst), nb, false, nullptr); break;
     case GgmlType::Q5_1: q_q5_1(x, static_cast<BlockQ5_1*>(dst), nb); break;
     case GgmlType::Q8_0: q_q8_0(x, static_cast<BlockQ8_0*>(dst), nb); break;
-    case GgmlType::IQ4_NL: q_iq4_nl(x, static_cast<BlockIQ4_NL*>(dst), nb); break;
+    case GgmlType::IQ4_NL: q_iq4_nl(x, static_cast<BlockIQ4_NL*>(dst), nb, false, nullptr); break;
     case GgmlType::Q2_K: q_q2_k(x, static_cast<BlockQ2_K*>(dst), nb, nullptr); break;
     case GgmlType::Q3_K: q_q3_k(x, static_cast<BlockQ3_K*>(dst), nb, nullptr); break;
     case GgmlType::Q4_K: q_q45_k<BlockQ4_K, 15>(x, static_cast<BlockQ4_K*>(dst), nb, nullptr); break;
     case GgmlType::Q5_K: q_q45_k<BlockQ5_K, 31>(x, static_cast<BlockQ5_K*>(dst), nb, nullptr); break;
     case GgmlType::Q6_K: q_q6_k(x, static_cast<BlockQ6_K*>(dst), nb, nullptr); break;
     case GgmlType::Q8_K: q_q8_k(x, static_cast<BlockQ8_K*>(dst), nb); break;
-    case GgmlType::IQ4_XS: q_iq4_xs(x, static_cast<BlockIQ4_XS*>(dst), nb); break;
+    case GgmlType::IQ4_XS: q_iq4_xs(x, static_cast<BlockIQ4_XS*>(dst), nb, false, nullptr); break;
     case GgmlType::TQ1_0: q_tq1_0(x, static_cast<BlockTQ1_0*>(dst), nb); break;
     case GgmlType::TQ2_0: q_tq2_0(x, static_cast<BlockTQ2_0*>(dst), nb); break;
     default: quantize_lattice(type, x, dst, nb); break;
   }
 }
 
+// Formats whose quantize_row keeps the min/max rule (see q_q4_0) while quantize_row_best searches.
+bool is_fast_rule_format(GgmlType type) {
+  return type == GgmlType::Q4_0 || type == GgmlType::Q5_0 || type == GgmlType::IQ4_NL || type == GgmlType::IQ4_XS;
+}
+
 bool uses_importance(GgmlType type) {
   switch (type) {
     case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
+    case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::IQ4_NL: case GgmlType::IQ4_XS:
       return true;
     default: return is_lattice_iquant(type);
   }
 }
 
-void quantize_row_weighted(GgmlType type, const float* x, void* dst, int64_t n, const float* importance) {
-  if (!importance || !uses_importance(type)) return quantize_row(type, x, dst, n);
-  if (n % 256 != 0) throw Error("cannot quantize a row of " + std::to_string(n) + " to " + type_name(type));
+void quantize_row_best(GgmlType type, const float* x, void* dst, int64_t n, const float* importance) {
+  if (!uses_importance(type) || (!importance && !is_fast_rule_format(type))) return quantize_row(type, x, dst, n);
+  if (n % type_info(type).block_size != 0)
+    throw Error("cannot quantize a row of " + std::to_string(n) + " to " + type_name(type));
+  const int64_t nb = n / type_info(type).block_size;
   switch (type) {
+    case GgmlType::Q4_0: q_q4_0(x, static_cast<BlockQ4_0*>(dst), nb, true, importance); break;
+    case GgmlType::Q5_0: q_q5_0(x, static_cast<BlockQ5_0*>(dst), nb, true, importance); break;
+    case GgmlType::IQ4_NL: q_iq4_nl(x, static_cast<BlockIQ4_NL*>(dst), nb, true, importance); break;
+    case GgmlType::IQ4_XS: q_iq4_xs(x, static_cast<BlockIQ4_XS*>(dst), nb, true, importance); break;
     case GgmlType::Q2_K: q_q2_k(x, static_cast<BlockQ2_K*>(dst), n / 256, importance); break;
     case GgmlType::Q3_K: q_q3_k(x, static_cast<BlockQ3_K*>(dst), n / 256, importance); break;
     case GgmlType::Q4_K: q_q45_k<BlockQ4_K, 15>(x, static_cast<BlockQ4_K*>(dst), n / 256, importance); break;
