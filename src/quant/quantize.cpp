@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "common.h"
 #include "quant/fp16.h"
@@ -16,7 +19,14 @@ namespace strata {
 
 namespace {
 
-int nearest_int(float v) { return static_cast<int>(std::lrintf(v)); }
+// Round half to even (the default rounding mode), inline: lrintf is a library call here.
+inline int nearest_int(float v) {
+#if defined(__SSE2__)
+  return _mm_cvtss_si32(_mm_set_ss(v));
+#else
+  return static_cast<int>(std::lrintf(v));
+#endif
+}
 
 // The value with the largest magnitude, sign kept.
 float signed_absmax(const float* x, int n) {
@@ -59,16 +69,17 @@ void fit_scale_min(const float* x, const float* w, int n, int nmax, float& scale
   if (range <= 0) return;
   auto error = [&](float a, float m) {
     double e = 0;
+    const float ia = 1 / a;
     for (int j = 0; j < n; ++j) {
-      const int q = std::clamp(nearest_int((x[j] + m) / a), 0, nmax);
+      const int q = std::clamp(nearest_int((x[j] + m) * ia), 0, nmax);
       const double r = a * q - m - x[j];
       e += w[j] * r * r;
     }
     return e;
   };
   double best = error(scale, min);
-  for (int k = -8; k <= 8; ++k) {
-    const float iscale = (static_cast<float>(nmax) + 0.125f * static_cast<float>(k)) / range;
+  for (int k = -4; k <= 4; ++k) {
+    const float iscale = (static_cast<float>(nmax) + 0.25f * static_cast<float>(k)) / range;
     double sw = 0, sl = 0, sll = 0, sx = 0, slx = 0;
     for (int j = 0; j < n; ++j) {
       const int q = std::clamp(nearest_int((x[j] - lo) * iscale), 0, nmax);
@@ -91,8 +102,9 @@ float fit_scale_sym(const float* x, const float* w, int n, int nmax) {
   const float base = max / -(nmax + 1);
   auto error = [&](float a) {
     double e = 0;
+    const float ia = 1 / a;
     for (int j = 0; j < n; ++j) {
-      const int q = std::clamp(nearest_int(x[j] / a), -nmax - 1, nmax);
+      const int q = std::clamp(nearest_int(x[j] * ia), -nmax - 1, nmax);
       const double r = a * q - x[j];
       e += w[j] * r * r;
     }
@@ -100,8 +112,8 @@ float fit_scale_sym(const float* x, const float* w, int n, int nmax) {
   };
   float scale = base;
   double best = error(base);
-  for (int k = -8; k <= 8; ++k) {
-    const float iscale = -(static_cast<float>(nmax + 1) + 0.125f * static_cast<float>(k)) / max;
+  for (int k = -4; k <= 4; ++k) {
+    const float iscale = -(static_cast<float>(nmax + 1) + 0.25f * static_cast<float>(k)) / max;
     double slx = 0, sll = 0;
     for (int j = 0; j < n; ++j) {
       const int q = std::clamp(nearest_int(x[j] * iscale), -nmax - 1, nmax);
@@ -125,8 +137,9 @@ float fit_scale_levels(const float* x, const float* w, int n) {
   auto error = [&](float a, double& e) {
     e = 0;
     double sv = 0, svv = 0;
+    const float ia = 1 / a;
     for (int j = 0; j < n; ++j) {
-      const float v = kIq4nlValues[iq4nl_index(x[j] / a)];
+      const float v = kIq4nlValues[iq4nl_index(x[j] * ia)];
       const double r = a * v - x[j];
       e += w[j] * r * r, sv += w[j] * v * x[j], svv += w[j] * v * v;
     }
