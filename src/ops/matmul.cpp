@@ -102,7 +102,8 @@ void matmul_rows(const Matrix& w, int64_t r_begin, const float* x, const Quantiz
 // are in cache; up to kPackMaxTokens activation rows share each unpacked weight block.
 void matmul_packed(const Matrix& w, const float* x, const QuantizedActivations* a, int n_tok, float* y,
                    ThreadPool& pool) {
-  const GemmX8Fn gemm = kernels().gemm_x8[static_cast<int>(w.type)];
+  const KernelTable& k = kernels();
+  const GemmX8Fn gemm = k.gemm_x8[static_cast<int>(w.type)];
   if (!gemm) throw Error("matmul: no packed kernel for " + type_name(w.type));
   const int cols = static_cast<int>(w.cols);
   const int64_t rows = w.rows, groups = rows / kPackRows;
@@ -110,37 +111,24 @@ void matmul_packed(const Matrix& w, const float* x, const QuantizedActivations* 
   const size_t xrow = a ? a->row : static_cast<size_t>(cols) * sizeof(float);
   const Q8BlockInfo* sums = a ? a->sums.data() : nullptr;
   const size_t srow = a ? a->sums_row : 0;
-  const KernelTable& k = kernels();
-  if (const GemmGroupsFn multi = k.gemm_groups[static_cast<int>(w.type)]) {
-    // Several groups per call share each activation broadcast.
-    const int per_call = k.groups_per_call[static_cast<int>(w.type)];
-    const int64_t sets = (groups + per_call - 1) / per_call;
-    pool.parallel_for(sets, 1, [&](int64_t s0, int64_t s1) {
-      float out[kPackRows * kMaxGroupsPerCall * kPackMaxTokens];
-      for (int64_t s = s0; s < s1; ++s) {
-        const int64_t g = s * per_call;
-        const int ng = static_cast<int>(std::min<int64_t>(per_call, groups - g));
-        const size_t width = static_cast<size_t>(ng) * kPackRows;
-        for (int t = 0; t < n_tok; t += kPackMaxTokens) {
-          const int nt = std::min(kPackMaxTokens, n_tok - t);
-          multi(cols, w.packed + static_cast<size_t>(g) * w.packed_stride, w.packed_stride, ng, xq + t * xrow, xrow,
-                sums + t * srow, srow, nt, out, width);
-          for (int i = 0; i < nt; ++i)
-            std::copy(out + i * width, out + (i + 1) * width, y + static_cast<size_t>(t + i) * rows + g * kPackRows);
-        }
-      }
-    });
-    return;
-  }
-  pool.parallel_for(groups, 1, [&](int64_t g0, int64_t g1) {
-    float out[kPackRows * kPackMaxTokens];
-    for (int64_t g = g0; g < g1; ++g) {
+  // Formats with a several-groups kernel take up to groups_per_call groups per call, sharing each
+  // activation broadcast; the others one group at a time.
+  const GemmGroupsFn multi = k.gemm_groups[static_cast<int>(w.type)];
+  const int per_call = multi ? k.groups_per_call[static_cast<int>(w.type)] : 1;
+  const int64_t sets = (groups + per_call - 1) / per_call;
+  pool.parallel_for(sets, 1, [&](int64_t s0, int64_t s1) {
+    float out[kPackRows * kMaxGroupsPerCall * kPackMaxTokens];
+    for (int64_t s = s0; s < s1; ++s) {
+      const int64_t g = s * per_call;
+      const int ng = static_cast<int>(std::min<int64_t>(per_call, groups - g));
+      const size_t width = static_cast<size_t>(ng) * kPackRows;
       const uint8_t* wg = w.packed + static_cast<size_t>(g) * w.packed_stride;
       for (int t = 0; t < n_tok; t += kPackMaxTokens) {
         const int nt = std::min(kPackMaxTokens, n_tok - t);
-        gemm(cols, wg, xq + t * xrow, xrow, sums + t * srow, srow, nt, out);
+        if (multi) multi(cols, wg, w.packed_stride, ng, xq + t * xrow, xrow, sums + t * srow, srow, nt, out, width);
+        else gemm(cols, wg, xq + t * xrow, xrow, sums + t * srow, srow, nt, out);  // width == kPackRows
         for (int i = 0; i < nt; ++i)
-          std::copy(out + i * kPackRows, out + (i + 1) * kPackRows, y + static_cast<size_t>(t + i) * rows + g * kPackRows);
+          std::copy(out + i * width, out + (i + 1) * width, y + static_cast<size_t>(t + i) * rows + g * kPackRows);
       }
     }
   });
