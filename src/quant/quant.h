@@ -20,6 +20,10 @@ void quantize_row(GgmlType type, const float* src, void* dst, int64_t n);
 // formats uses_importance names; the others ignore it.
 void quantize_row_best(GgmlType type, const float* src, void* dst, int64_t n, const float* importance = nullptr);
 bool uses_importance(GgmlType type);
+// w[j] *= importance[j] relative to the mean over the n values, plus a 1 % floor so columns the
+// activations never reach still count a little; unchanged when the mean is not positive. The
+// error weighting every importance-aware quantizer shares.
+void weight_by_importance(const float* importance, int n, float* w);
 bool can_quantize(GgmlType type);
 
 // Reference dot product of one weight row with float activations (dequantize, then sum in double).

@@ -44,20 +44,15 @@ void subblock_scale_min(const float* x, int n, int nmax, float& scale, float& mi
   min = -mn;  // stored positive, subtracted on dequantize
 }
 
-// Error weights of an n-value block: sqrt(mean(x^2) + x^2), times importance relative to its mean
-// plus a 1 % floor when given. (On the synthetic model's KL, the square root did better for these
+// Error weights of an n-value block: sqrt(mean(x^2) + x^2), times the importance when given
+// (weight_by_importance). (On the synthetic model's KL, the square root did better for these
 // formats than the lattice search's mean(x^2) + x^2 and than equal weights.)
 void block_weights(const float* x, const float* importance, float* w, int n = 256) {
   double sum2 = 0;
   for (int j = 0; j < n; ++j) sum2 += static_cast<double>(x[j]) * x[j];
   const float sigma2 = static_cast<float>(sum2 / n);
   for (int j = 0; j < n; ++j) w[j] = std::sqrt(sigma2 + x[j] * x[j]);
-  if (!importance) return;
-  double mean = 0;
-  for (int j = 0; j < n; ++j) mean += importance[j];
-  mean /= n;
-  if (mean > 0 && std::isfinite(mean))
-    for (int j = 0; j < n; ++j) w[j] *= static_cast<float>(std::max(0.0, importance[j] / mean) + 0.01);
+  if (importance) weight_by_importance(importance, n, w);
 }
 
 // Weighted least squares for x ~ scale * L - min (codes L in 0..nmax, min >= 0): inverse scales
@@ -130,7 +125,12 @@ float fit_scale_sym(const float* x, const float* w, int n, int nmax) {
 
 // The same for the IQ4_NL levels (x ~ scale * level[L]): scales putting the largest magnitude near
 // the outer levels are tried, each element takes its nearest level, the scale is refitted.
-int iq4nl_index(float v);
+int iq4nl_index(float v) {
+  int best = 0;
+  for (int k = 1; k < 16; ++k)
+    if (std::fabs(v - kIq4nlValues[k]) < std::fabs(v - kIq4nlValues[best])) best = k;
+  return best;
+}
 float fit_scale_levels(const float* x, const float* w, int n) {
   const float max = signed_absmax(x, n);
   if (max == 0) return 0;
@@ -231,12 +231,6 @@ void q_q5_1(const float* x, BlockQ5_1* b, int64_t nb) {
     }
     std::memcpy(b[i].qh, &qh, 4);
   }
-}
-int iq4nl_index(float v) {
-  int best = 0;
-  for (int k = 1; k < 16; ++k)
-    if (std::fabs(v - kIq4nlValues[k]) < std::fabs(v - kIq4nlValues[best])) best = k;
-  return best;
 }
 void q_iq4_nl(const float* x, BlockIQ4_NL* b, int64_t nb, bool search, const float* importance) {
   for (int64_t i = 0; i < nb; ++i, x += 32) {
@@ -530,6 +524,14 @@ void quantize_row(GgmlType type, const float* x, void* dst, int64_t n) {
 }
 
 // Formats whose quantize_row keeps the min/max rule (see q_q4_0) while quantize_row_best searches.
+void weight_by_importance(const float* importance, int n, float* w) {
+  double mean = 0;
+  for (int j = 0; j < n; ++j) mean += importance[j];
+  mean /= n;
+  if (mean > 0 && std::isfinite(mean))
+    for (int j = 0; j < n; ++j) w[j] *= static_cast<float>(std::max(0.0, importance[j] / mean) + 0.01);
+}
+
 bool is_fast_rule_format(GgmlType type) {
   return type == GgmlType::Q4_0 || type == GgmlType::Q5_0 || type == GgmlType::IQ4_NL || type == GgmlType::IQ4_XS;
 }
@@ -553,12 +555,12 @@ void quantize_row_best(GgmlType type, const float* x, void* dst, int64_t n, cons
     case GgmlType::Q5_0: q_q5_0(x, static_cast<BlockQ5_0*>(dst), nb, true, importance); break;
     case GgmlType::IQ4_NL: q_iq4_nl(x, static_cast<BlockIQ4_NL*>(dst), nb, true, importance); break;
     case GgmlType::IQ4_XS: q_iq4_xs(x, static_cast<BlockIQ4_XS*>(dst), nb, true, importance); break;
-    case GgmlType::Q2_K: q_q2_k(x, static_cast<BlockQ2_K*>(dst), n / 256, importance); break;
-    case GgmlType::Q3_K: q_q3_k(x, static_cast<BlockQ3_K*>(dst), n / 256, importance); break;
-    case GgmlType::Q4_K: q_q45_k<BlockQ4_K, 15>(x, static_cast<BlockQ4_K*>(dst), n / 256, importance); break;
-    case GgmlType::Q5_K: q_q45_k<BlockQ5_K, 31>(x, static_cast<BlockQ5_K*>(dst), n / 256, importance); break;
-    case GgmlType::Q6_K: q_q6_k(x, static_cast<BlockQ6_K*>(dst), n / 256, importance); break;
-    default: quantize_lattice(type, x, dst, n / 256, importance); break;
+    case GgmlType::Q2_K: q_q2_k(x, static_cast<BlockQ2_K*>(dst), nb, importance); break;
+    case GgmlType::Q3_K: q_q3_k(x, static_cast<BlockQ3_K*>(dst), nb, importance); break;
+    case GgmlType::Q4_K: q_q45_k<BlockQ4_K, 15>(x, static_cast<BlockQ4_K*>(dst), nb, importance); break;
+    case GgmlType::Q5_K: q_q45_k<BlockQ5_K, 31>(x, static_cast<BlockQ5_K*>(dst), nb, importance); break;
+    case GgmlType::Q6_K: q_q6_k(x, static_cast<BlockQ6_K*>(dst), nb, importance); break;
+    default: quantize_lattice(type, x, dst, nb, importance); break;
   }
 }
 

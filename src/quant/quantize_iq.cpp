@@ -27,6 +27,7 @@
 
 #include "quant/fp16.h"
 #include "quant/iq_tables.h"
+#include "quant/quant.h"
 
 namespace strata {
 
@@ -229,13 +230,7 @@ void fit_block(const Spec& s, const float* x, const float* importance, BlockFit&
   for (int j = 0; j < n; ++j) sum2 += static_cast<double>(x[j]) * x[j];
   const float sigma2 = static_cast<float>(sum2 / n);
   for (int j = 0; j < n; ++j) w[j] = sigma2 + x[j] * x[j];
-  if (importance) {
-    double mean = 0;
-    for (int j = 0; j < n; ++j) mean += importance[j];
-    mean /= n;
-    if (mean > 0 && std::isfinite(mean))
-      for (int j = 0; j < n; ++j) w[j] *= static_cast<float>(std::max(0.0, importance[j] / mean) + 0.01);
-  }
+  if (importance) weight_by_importance(importance, n, w);
   f = BlockFit{};
   if (sum2 == 0) return;
 
