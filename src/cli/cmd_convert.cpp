@@ -52,7 +52,7 @@ void add_quantize(CLI::App& app) {
   cmd->add_option("--type", o->type, "Target: " + convert::file_type_names())->required();
   cmd->add_option("-t,--threads", o->threads, "Threads (default: physical cores)");
   cmd->add_option("--imatrix", o->imatrix, "Importance matrix (strata imatrix or llama.cpp's, GGUF or .dat): "
-                  "weights the lattice i-quants' search");
+                  "weights the quantizers' error search (i-quants, K-quants, Q4_0, Q5_0, IQ4)");
   cmd->add_flag("-v,--verbose", o->verbose, "Print each tensor's format");
   cmd->callback([o] { run_quantize(*o); });
 }

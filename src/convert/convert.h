@@ -37,7 +37,7 @@ struct Imatrix;
 
 // strata quantize: every tensor of `in` re-encoded as the plan for `ft` says (copied unchanged
 // where the format does not change); metadata copied, general.file_type set. With an importance
-// matrix, the formats that use one (the lattice i-quants) weight their search by it.
+// matrix, the formats that use one (uses_importance) weight their search by it.
 ConvertReport quantize_model(const std::string& in_path, const std::string& out_path,
                              const FileType& ft, int n_threads, std::FILE* log, const Imatrix* imatrix = nullptr);
 

@@ -332,10 +332,10 @@ void fill_scalar_gemm_x8(KernelTable& t) {
   t.gemm_groups[static_cast<int>(GgmlType::BF16)] = groups_scalar<gemm_half_scalar<bf16_to_fp32>>;
   t.gemm_groups[static_cast<int>(GgmlType::Q4_0)] = groups_scalar<gemm_32_scalar<BlockQ4_0x8, code_q4_0, 8>>;
   t.gemm_groups[static_cast<int>(GgmlType::Q5_0)] = groups_scalar<gemm_32_scalar<BlockQ5_0x8, code_q5_0, 16>>;
-  t.groups_per_call[static_cast<int>(GgmlType::Q5_0)] = 2;
   t.groups_per_call[static_cast<int>(GgmlType::F16)] = 3;
   t.groups_per_call[static_cast<int>(GgmlType::BF16)] = 3;
   t.groups_per_call[static_cast<int>(GgmlType::Q4_0)] = 2;
+  t.groups_per_call[static_cast<int>(GgmlType::Q5_0)] = 2;
 }
 
 }  // namespace strata

@@ -406,15 +406,16 @@ void fill_avx2_gemm_x8(KernelTable& t) {
   t.gemm_x8[static_cast<int>(GgmlType::Q6_K)] = Dispatch<KQ6_K>::run;
   t.gemm_x8[static_cast<int>(GgmlType::F16)] = Dispatch<KF16>::run;
   t.gemm_x8[static_cast<int>(GgmlType::BF16)] = Dispatch<KBF16>::run;
+  t.gemm_x8[static_cast<int>(GgmlType::IQ4_XS)] = Dispatch<KIQ4_XS>::run;
+  // Several groups per call (gemm_x8.h); the scalar table uses the same counts.
   t.gemm_groups[static_cast<int>(GgmlType::F16)] = GroupsDispatch<GF16, 3>::run;
   t.gemm_groups[static_cast<int>(GgmlType::BF16)] = GroupsDispatch<GBF16, 3>::run;
   t.gemm_groups[static_cast<int>(GgmlType::Q4_0)] = GroupsDispatch<GQ4_0, 2>::run;
+  t.gemm_groups[static_cast<int>(GgmlType::Q5_0)] = GroupsDispatch<GQ5_0, 2>::run;
   t.groups_per_call[static_cast<int>(GgmlType::F16)] = 3;
   t.groups_per_call[static_cast<int>(GgmlType::BF16)] = 3;
   t.groups_per_call[static_cast<int>(GgmlType::Q4_0)] = 2;
-  t.gemm_groups[static_cast<int>(GgmlType::Q5_0)] = GroupsDispatch<GQ5_0, 2>::run;
   t.groups_per_call[static_cast<int>(GgmlType::Q5_0)] = 2;
-  t.gemm_x8[static_cast<int>(GgmlType::IQ4_XS)] = Dispatch<KIQ4_XS>::run;
 }
 
 }  // namespace strata
