@@ -157,32 +157,40 @@ TEST_P(IntKernelParity, MultiRowKernelIsBitIdenticalToSingleRow) {
 }
 }
 
-// Prefill of the lookup-bound formats decodes a weight row once: the same bits as the multi-row
-// kernel and as the single-row kernel.
+// Prefill of the lookup-bound formats decodes 8 weight rows at once (fewer at a matrix's end):
+// every row's output has the bits of the single-row kernel on it.
 TEST_P(IntKernelParity, DecodedRowsGiveTheSingleRowBits) {
   if (simd_tables().empty()) GTEST_SKIP() << "CPU has no AVX2";
   const GgmlType t = GetParam();
   for (const KernelTable* simd : simd_tables()) {
     SCOPED_TRACE(simd->isa);
-    const DecodeRowFn decode = simd->decode_row[static_cast<int>(t)];
-    if (!decode) continue;
-    ASSERT_NE(simd->dot_decoded, nullptr);
+    const DecodeRows8Fn decode8 = simd->decode_rows8[static_cast<int>(t)];
+    if (!decode8) continue;
+    ASSERT_NE(simd->gemm_decoded8, nullptr);
     const int n = 768;
-    const size_t stride = row_bytes(GgmlType::Q8_K, n);
+    const size_t stride = row_bytes(GgmlType::Q8_K, n), rb = row_bytes(t, n);
     for (bool raw : {false, true}) {
-      auto row = random_row(t, n, raw ? 43 : 44, raw);
-      std::vector<uint8_t> xq(stride * 4), decoded(n / 256 * kDecodedBlockBytes);
+      std::vector<uint8_t> rows;
+      for (int r = 0; r < 8; ++r) {
+        auto row = random_row(t, n, (raw ? 43 : 44) + 10 * r, raw);
+        rows.insert(rows.end(), row.begin(), row.end());
+      }
+      std::vector<uint8_t> xq(stride * 4), decoded(n / 256 * kDecodedX8BlockBytes);
       for (int r = 0; r < 4; ++r) {
         auto x = randn(n, 200 + r);
         quantize_row(GgmlType::Q8_K, x.data(), xq.data() + r * stride, n);
       }
-      decode(n, row.data(), decoded.data());
-      for (int ntok = 1; ntok <= 4; ++ntok) {
-        float out[4];
-        simd->dot_decoded(n, decoded.data(), xq.data(), stride, ntok, out);
-        for (int r = 0; r < ntok; ++r) {
-          const float single = simd->dotq[static_cast<int>(t)](n, row.data(), xq.data() + r * stride);
-          EXPECT_EQ(0, std::memcmp(&out[r], &single, 4)) << type_name(t) << " ntok " << ntok << " row " << r;
+      for (int nrows : {8, 5, 1}) {
+        decode8(n, rows.data(), rb, nrows, decoded.data());
+        for (int ntok = 1; ntok <= 4; ++ntok) {
+          float out[32];
+          simd->gemm_decoded8(n, decoded.data(), xq.data(), stride, nullptr, 0, ntok, out);
+          for (int tok = 0; tok < ntok; ++tok)
+            for (int r = 0; r < 8; ++r) {
+              const float want = r < nrows ? simd->dotq[static_cast<int>(t)](n, rows.data() + r * rb, xq.data() + tok * stride) : 0.f;
+              EXPECT_EQ(0, std::memcmp(&out[tok * 8 + r], &want, 4))
+                  << type_name(t) << " rows " << nrows << " ntok " << ntok << " token " << tok << " row " << r;
+            }
         }
       }
     }

@@ -52,20 +52,33 @@ void matmul_rows(const Matrix& w, int64_t r_begin, const float* x, const Quantiz
     thread_local std::vector<float> xd;
     const size_t qrow = a->row;
     const uint8_t* xqp = a->q.data();
-    // Lookup-bound formats with more than one group of activation rows: each weight row is
-    // decoded once and reused by every group (same arithmetic as dotq_multi, same bits).
-    const DecodeRowFn decode = n_tok > 4 && k.dot_decoded ? k.decode_row[static_cast<int>(w.type)] : nullptr;
-    if (const QDotMultiFn dm = decode ? k.dot_decoded : n_tok > 1 ? k.dotq_multi[static_cast<int>(w.type)] : nullptr) {
-      pool.parallel_for(n, 16, [&](int64_t i0, int64_t i1) {
+    // Lookup-bound formats with more than one group of activation rows: 8 weight rows are
+    // decoded at once, laid out so that each activation word feeds all 8, and reused by every
+    // group (same bits as dotq).
+    if (const DecodeRows8Fn decode8 = n_tok > 4 && k.gemm_decoded8 ? k.decode_rows8[static_cast<int>(w.type)] : nullptr) {
+      pool.parallel_for((n + kPackRows - 1) / kPackRows, 1, [&](int64_t g0, int64_t g1) {
         thread_local std::vector<uint8_t> decoded;
-        if (decode) decoded.resize(static_cast<size_t>(cols / 256) * kDecodedBlockBytes);
+        decoded.resize(static_cast<size_t>(cols / 256) * kDecodedX8BlockBytes);
+        float out[kPackRows * kPackMaxTokens];
+        for (int64_t g = g0; g < g1; ++g) {
+          const int64_t r0 = r_begin + g * kPackRows;
+          const int nr = static_cast<int>(std::min<int64_t>(kPackRows, rows - r0));
+          decode8(cols, w.row(r0), w.row_stride, nr, decoded.data());
+          for (int t = 0; t < n_tok; t += kPackMaxTokens) {
+            const int nt = std::min(kPackMaxTokens, n_tok - t);
+            k.gemm_decoded8(cols, decoded.data(), xqp + t * qrow, qrow, nullptr, 0, nt, out);
+            for (int i = 0; i < nt; ++i)
+              std::copy(out + i * kPackRows, out + i * kPackRows + nr, y + static_cast<size_t>(t + i) * rows + r0);
+          }
+        }
+      });
+      return;
+    }
+    if (const QDotMultiFn dm = n_tok > 1 ? k.dotq_multi[static_cast<int>(w.type)] : nullptr) {
+      pool.parallel_for(n, 16, [&](int64_t i0, int64_t i1) {
         float out[4];
         for (int64_t r = r_begin + i0; r < r_begin + i1; ++r) {
           const void* wr = w.row(r);
-          if (decode) {
-            decode(cols, wr, decoded.data());
-            wr = decoded.data();
-          }
           for (int t = 0; t < n_tok; t += 4) {
             const int nt = std::min(4, n_tok - t);
             dm(cols, wr, xqp + t * qrow, qrow, nt, out);

@@ -24,12 +24,13 @@ using ExpShiftFn = void (*)(int n, const float* x, float shift, float* out);  //
 // out[r] = rows[r * n .. r * n + n) . x for r < nrows
 using DotRowsFn = void (*)(int n, const float* x, const float* rows, int nrows, float* out);
 using QDotMultiFn = void (*)(int n, const void* w, const uint8_t* xq, size_t xq_stride, int ntok, float* out);
-// Formats whose chunks are decoded through table lookups (i-quants, Q3_K, TQ2_0): a weight row is
-// decoded once into kDecodedBlockBytes per 256 values; KernelTable::dot_decoded (a QDotMultiFn
-// taking the decoded row as w) then multiplies it with 1..4 activation rows per call with the
-// dotq_multi arithmetic, so out[t] is bit-identical to it.
-constexpr size_t kDecodedBlockBytes = 800;
-using DecodeRowFn = void (*)(int n, const void* w, uint8_t* decoded);
+// Formats whose chunks are decoded through table lookups (i-quants, Q3_K, TQ2_0): for prefill,
+// up to 8 weight rows (row_stride bytes apart; missing rows count as zero) are decoded at once
+// into kDecodedX8BlockBytes per 256 values; KernelTable::gemm_decoded8 (a GemmX8Fn taking the
+// decoded rows as w) then multiplies them with 1..4 activation rows per call: out[t * 8 + r] is
+// bit-identical to dotq on row r.
+constexpr size_t kDecodedX8BlockBytes = 2592;
+using DecodeRows8Fn = void (*)(int n, const uint8_t* rows, size_t row_stride, int nrows, uint8_t* decoded);
 
 // Activations are quantized once per matmul to the format ggml pairs with each weight format:
 // Q8_0 for the 32-element block formats, Q8_K for the K-quants, and left in f32 for float weights.
@@ -44,8 +45,8 @@ struct KernelTable {
   QDotFn dotq[kMaxTypes] = {};  // integer kernels; where absent, matmul dequantizes the quantized
                                 // activations and uses dot[] (same values, float arithmetic)
   QDotMultiFn dotq_multi[kMaxTypes] = {};  // optional: several activation rows per weight row
-  DecodeRowFn decode_row[kMaxTypes] = {};   // optional, with dot_decoded: prefill of lookup formats
-  QDotMultiFn dot_decoded = nullptr;
+  DecodeRows8Fn decode_rows8[kMaxTypes] = {};  // optional, with gemm_decoded8: prefill of lookup formats
+  GemmX8Fn gemm_decoded8 = nullptr;
   GemmX8Fn gemm_x8[kMaxTypes] = {};        // kernels on weights packed 8 rows at a time
   GemmGroupsFn gemm_groups[kMaxTypes] = {};  // optional: several packed groups per call...
   int groups_per_call[kMaxTypes] = {};       // ...this many at most

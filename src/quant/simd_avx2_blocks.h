@@ -47,6 +47,12 @@ inline __m256i nibbles32(const uint8_t* qs) {
   return _mm256_set_m128i(hi, lo);
 }
 inline __m256i load32(const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+// Four activation bytes in every 32-bit lane (the 8-row packed kernels' operand).
+inline __m256i bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
 
 inline __m256i high_bits32(const uint8_t* qh4) {
   uint32_t qh;
