@@ -13,8 +13,8 @@ namespace strata {
 
 bool packable(GgmlType t) {
   switch (t) {
-    case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q4_K: case GgmlType::Q6_K:
-    case GgmlType::IQ4_XS: case GgmlType::F16: case GgmlType::BF16:
+    case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q4_K: case GgmlType::Q5_K:
+    case GgmlType::Q6_K: case GgmlType::IQ4_XS: case GgmlType::F16: case GgmlType::BF16:
       return true;
     default:
       return false;
@@ -28,6 +28,7 @@ size_t packed_group_bytes(GgmlType t, int64_t cols) {
     case GgmlType::Q4_0: return n / 32 * sizeof(BlockQ4_0x8);
     case GgmlType::Q5_0: return n / 32 * sizeof(BlockQ5_0x8);
     case GgmlType::Q4_K: return n / 256 * sizeof(BlockQ4_Kx8);
+    case GgmlType::Q5_K: return n / 256 * sizeof(BlockQ5_Kx8);
     case GgmlType::Q6_K: return n / 256 * sizeof(BlockQ6_Kx8);
     case GgmlType::IQ4_XS: return n / 256 * sizeof(BlockIQ4_XSx8);
     case GgmlType::F16: case GgmlType::BF16: return n * 8 * sizeof(uint16_t);
@@ -61,6 +62,21 @@ void interleave4(uint8_t* dst, const void* src, int r, int groups) {
 template <typename Block>
 const Block& file_block(const uint8_t* rows, size_t stride, int r, int64_t ib) {
   return reinterpret_cast<const Block*>(rows + stride * r)[ib];
+}
+
+// Q4_K, Q5_K: scales and mins unpacked to bytes, codes interleaved (and Q5_K's high-bit bytes).
+template <typename Block, typename Packed>
+void pack_k_rows8(const uint8_t* rows, size_t stride, int64_t cols, uint8_t* dst) {
+  auto* out = reinterpret_cast<Packed*>(dst);
+  for (int64_t ib = 0; ib < cols / 256; ++ib)
+    for (int r = 0; r < 8; ++r) {
+      const auto& b = file_block<Block>(rows, stride, r, ib);
+      out[ib].d[r] = b.d;
+      out[ib].dmin[r] = b.dmin;
+      for (int s = 0; s < 8; ++s) get_scale_min_k4(s, b.scales, out[ib].sc[s][r], out[ib].mn[s][r]);
+      for (int j = 0; j < 4; ++j) interleave4(out[ib].qs + j * 256, b.qs + 32 * j, r, 8);
+      if constexpr (requires { b.qh; }) interleave4(out[ib].qh, b.qh, r, 8);
+    }
 }
 
 }  // namespace
@@ -104,18 +120,8 @@ void pack_rows8(GgmlType t, const uint8_t* rows, size_t stride, int64_t cols, ui
         }
       return;
     }
-    case GgmlType::Q4_K: {
-      auto* out = reinterpret_cast<BlockQ4_Kx8*>(dst);
-      for (int64_t ib = 0; ib < cols / 256; ++ib)
-        for (int r = 0; r < 8; ++r) {
-          const auto& b = file_block<BlockQ4_K>(rows, stride, r, ib);
-          out[ib].d[r] = b.d;
-          out[ib].dmin[r] = b.dmin;
-          for (int s = 0; s < 8; ++s) get_scale_min_k4(s, b.scales, out[ib].sc[s][r], out[ib].mn[s][r]);
-          for (int j = 0; j < 4; ++j) interleave4(out[ib].qs + j * 256, b.qs + 32 * j, r, 8);
-        }
-      return;
-    }
+    case GgmlType::Q4_K: return pack_k_rows8<BlockQ4_K, BlockQ4_Kx8>(rows, stride, cols, dst);
+    case GgmlType::Q5_K: return pack_k_rows8<BlockQ5_K, BlockQ5_Kx8>(rows, stride, cols, dst);
     case GgmlType::Q6_K: {
       auto* out = reinterpret_cast<BlockQ6_Kx8*>(dst);
       uint8_t q[256];
@@ -216,9 +222,10 @@ void gemm_32_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const
     }
 }
 
-void gemm_q4_k_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, int ntok,
-                      float* out) {
-  const BlockQ4_Kx8* b = reinterpret_cast<const BlockQ4_Kx8*>(w);
+template <typename Packed>
+void gemm_q45_k_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, int ntok,
+                       float* out) {
+  const Packed* b = reinterpret_cast<const Packed*>(w);
   for (int t = 0; t < ntok; ++t)
     for (int r = 0; r < 8; ++r) {
       float acc = 0.f;
@@ -229,8 +236,11 @@ void gemm_q4_k_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, con
           const int j = s / 2, hi = s % 2;
           int32_t dot = 0;
           for (int k = 0; k < 32; ++k) {
-            uint8_t v = b[ib].qs[j * 256 + (k / 4) * 32 + r * 4 + k % 4];
-            dot += (hi ? v >> 4 : v & 15) * y.qs[32 * s + k];
+            const int at = (k / 4) * 32 + r * 4 + k % 4;
+            const uint8_t v = b[ib].qs[j * 256 + at];
+            int code = hi ? v >> 4 : v & 15;
+            if constexpr (requires { b[ib].qh; }) code |= ((b[ib].qh[at] >> s) & 1) << 4;
+            dot += code * y.qs[32 * s + k];
           }
           isum += b[ib].sc[s][r] * dot;
           msum += b[ib].mn[s][r] * (y.bsums[2 * s] + y.bsums[2 * s + 1]);
@@ -322,7 +332,8 @@ void fill_scalar_gemm_x8(KernelTable& t) {
   t.gemm_x8[static_cast<int>(GgmlType::Q8_0)] = gemm_32_scalar<BlockQ8_0x8, code_q8_0, 0>;
   t.gemm_x8[static_cast<int>(GgmlType::Q4_0)] = gemm_32_scalar<BlockQ4_0x8, code_q4_0, 8>;
   t.gemm_x8[static_cast<int>(GgmlType::Q5_0)] = gemm_32_scalar<BlockQ5_0x8, code_q5_0, 16>;
-  t.gemm_x8[static_cast<int>(GgmlType::Q4_K)] = gemm_q4_k_scalar;
+  t.gemm_x8[static_cast<int>(GgmlType::Q4_K)] = gemm_q45_k_scalar<BlockQ4_Kx8>;
+  t.gemm_x8[static_cast<int>(GgmlType::Q5_K)] = gemm_q45_k_scalar<BlockQ5_Kx8>;
   t.gemm_x8[static_cast<int>(GgmlType::Q6_K)] = gemm_q6_k_scalar;
   t.gemm_x8[static_cast<int>(GgmlType::IQ4_XS)] = gemm_iq4_xs_scalar;
   t.gemm_x8[static_cast<int>(GgmlType::F16)] = gemm_half_scalar<fp16_to_fp32>;

@@ -164,16 +164,23 @@ void gemm_q8_0(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8Bl
 
 // ---- K-quants on Q8_K activations ----
 
-// Q4_K: a sub-block's eight maddubs results (each pair below 2*15*127) sum exactly in 16 bits,
-// then madd applies the row's 6-bit scale.
-template <int NT>
-void gemm_q4_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {
-  const auto* b = reinterpret_cast<const BlockQ4_Kx8*>(w);
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
+// Q4_K, Q5_K: a sub-block's maddubs results (each pair below 2*15*127 for Q4_K, 2*31*128 for
+// Q5_K) sum exactly in 16 bits, eight (Q4_K) or four (Q5_K) at a time; madd then applies the
+// row's 6-bit scale. Q5_K's fifth bits: bit s of a high-bit byte moved to bit 4 by a 16-bit shift
+// (as for Q5_0).
+template <typename Packed, int NT>
+void gemm_q45_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {
+  constexpr bool kFive = requires(const Packed& p) { p.qh; };
+  constexpr int kPerSum = kFive ? 4 : 8;
+  const auto* b = reinterpret_cast<const Packed*>(w);
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m16 = _mm256_set1_epi8(0x10);
+  auto bit_to_4 = [&](__m256i v, int s) {
+    return _mm256_and_si256(s <= 4 ? _mm256_slli_epi16(v, 4 - s) : _mm256_srli_epi16(v, s - 4), m16);
+  };
   __m256 acc[NT];
   STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int ib = 0; ib < n / 256; ++ib) {
-    const BlockQ4_Kx8& B = b[ib];
+    const Packed& B = b[ib];
     prefetch_ahead(b + ib);
     const BlockQ8_K* y[NT];
     STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
@@ -181,23 +188,30 @@ void gemm_q4_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8Bl
     STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
     STRATA_UNROLL for (int j = 0; j < 4; ++j) {
       // sub-blocks 2j (low nibbles) and 2j + 1 (high nibbles) from the same bytes
-      __m256i lo16[NT], hi16[NT];
-      STRATA_UNROLL for (int g = 0; g < 8; ++g) {
-        const __m256i v = load256(B.qs + j * 256 + g * 32);
-        const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
-          const __m256i pl = _mm256_maddubs_epi16(lo, bcast4(y[t]->qs + 64 * j + 4 * g));
-          const __m256i ph = _mm256_maddubs_epi16(hi, bcast4(y[t]->qs + 64 * j + 32 + 4 * g));
-          lo16[t] = g ? _mm256_add_epi16(lo16[t], pl) : pl;
-          hi16[t] = g ? _mm256_add_epi16(hi16[t], ph) : ph;
-          STRATA_KEEP(lo16[t]);
-          STRATA_KEEP(hi16[t]);
-        }
-      }
       const __m256i sl = scale_pairs_u8(B.sc[2 * j]), sh = scale_pairs_u8(B.sc[2 * j + 1]);
-      STRATA_UNROLL for (int t = 0; t < NT; ++t) {
-        isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(lo16[t], sl), _mm256_madd_epi16(hi16[t], sh)));
-        STRATA_KEEP(isum[t]);
+      STRATA_UNROLL for (int g0 = 0; g0 < 8; g0 += kPerSum) {
+        __m256i lo16[NT], hi16[NT];
+        STRATA_UNROLL for (int g = g0; g < g0 + kPerSum; ++g) {
+          const __m256i v = load256(B.qs + j * 256 + g * 32);
+          __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+          if constexpr (kFive) {
+            const __m256i hb = load256(B.qh + g * 32);
+            lo = _mm256_or_si256(lo, bit_to_4(hb, 2 * j));
+            hi = _mm256_or_si256(hi, bit_to_4(hb, 2 * j + 1));
+          }
+          STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+            const __m256i pl = _mm256_maddubs_epi16(lo, bcast4(y[t]->qs + 64 * j + 4 * g));
+            const __m256i ph = _mm256_maddubs_epi16(hi, bcast4(y[t]->qs + 64 * j + 32 + 4 * g));
+            lo16[t] = g > g0 ? _mm256_add_epi16(lo16[t], pl) : pl;
+            hi16[t] = g > g0 ? _mm256_add_epi16(hi16[t], ph) : ph;
+            STRATA_KEEP(lo16[t]);
+            STRATA_KEEP(hi16[t]);
+          }
+        }
+        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(lo16[t], sl), _mm256_madd_epi16(hi16[t], sh)));
+          STRATA_KEEP(isum[t]);
+        }
       }
     }
     __m256i mins[4];
@@ -387,7 +401,8 @@ template <int NT> struct KBF16 { static constexpr auto f = gemm_half<WidenBF16, 
 template <int G, int NT> struct GF16 { static constexpr auto f = half_groups<WidenF16, G, NT>; };
 template <int G, int NT> struct GBF16 { static constexpr auto f = half_groups<WidenBF16, G, NT>; };
 template <int NT> struct KQ5_0 { static constexpr auto f = gemm_unsigned32<Q5_0x8, NT>; };
-template <int NT> struct KQ4_K { static constexpr auto f = gemm_q4_k<NT>; };
+template <int NT> struct KQ4_K { static constexpr auto f = gemm_q45_k<BlockQ4_Kx8, NT>; };
+template <int NT> struct KQ5_K { static constexpr auto f = gemm_q45_k<BlockQ5_Kx8, NT>; };
 template <int NT> struct KQ6_K { static constexpr auto f = gemm_q6_k<NT>; };
 template <int NT> struct KIQ4_XS { static constexpr auto f = gemm_iq4_xs<NT>; };
 
@@ -398,6 +413,7 @@ void fill_avx2_gemm_x8(KernelTable& t) {
   t.gemm_x8[static_cast<int>(GgmlType::Q4_0)] = Dispatch<KQ4_0>::run;
   t.gemm_x8[static_cast<int>(GgmlType::Q5_0)] = Dispatch<KQ5_0>::run;
   t.gemm_x8[static_cast<int>(GgmlType::Q4_K)] = Dispatch<KQ4_K>::run;
+  t.gemm_x8[static_cast<int>(GgmlType::Q5_K)] = Dispatch<KQ5_K>::run;
   t.gemm_x8[static_cast<int>(GgmlType::Q6_K)] = Dispatch<KQ6_K>::run;
   t.gemm_x8[static_cast<int>(GgmlType::F16)] = Dispatch<KF16>::run;
   t.gemm_x8[static_cast<int>(GgmlType::BF16)] = Dispatch<KBF16>::run;
