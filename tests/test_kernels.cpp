@@ -218,9 +218,9 @@ TEST(Ops, LookupFormatBatchesMatchSingleTokens) {
 }
 
 // ---- Kernels on weights packed 8 rows at a time ----
-const GgmlType kPackFormats[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q4_K,
-                                 GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::F16,
-                                 GgmlType::BF16};
+const GgmlType kPackFormats[] = {GgmlType::Q8_0,   GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q4_1,
+                                 GgmlType::Q5_1,   GgmlType::IQ4_NL, GgmlType::Q4_K, GgmlType::Q5_K,
+                                 GgmlType::Q6_K,   GgmlType::IQ4_XS, GgmlType::F16,  GgmlType::BF16};
 
 // Random rows (alternately quantized floats and raw random blocks), packed; activation rows
 // prepared as matmul prepares them.

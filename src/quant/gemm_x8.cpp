@@ -13,8 +13,9 @@ namespace strata {
 
 bool packable(GgmlType t) {
   switch (t) {
-    case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q4_K: case GgmlType::Q5_K:
-    case GgmlType::Q6_K: case GgmlType::IQ4_XS: case GgmlType::F16: case GgmlType::BF16:
+    case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q4_1: case GgmlType::Q5_1:
+    case GgmlType::IQ4_NL: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K: case GgmlType::IQ4_XS:
+    case GgmlType::F16: case GgmlType::BF16:
       return true;
     default:
       return false;
@@ -27,6 +28,9 @@ size_t packed_group_bytes(GgmlType t, int64_t cols) {
     case GgmlType::Q8_0: return n / 32 * sizeof(BlockQ8_0x8);
     case GgmlType::Q4_0: return n / 32 * sizeof(BlockQ4_0x8);
     case GgmlType::Q5_0: return n / 32 * sizeof(BlockQ5_0x8);
+    case GgmlType::Q4_1: return n / 32 * sizeof(BlockQ4_1x8);
+    case GgmlType::Q5_1: return n / 32 * sizeof(BlockQ5_1x8);
+    case GgmlType::IQ4_NL: return n / 32 * sizeof(BlockIQ4_NLx8);
     case GgmlType::Q4_K: return n / 256 * sizeof(BlockQ4_Kx8);
     case GgmlType::Q5_K: return n / 256 * sizeof(BlockQ5_Kx8);
     case GgmlType::Q6_K: return n / 256 * sizeof(BlockQ6_Kx8);
@@ -64,6 +68,30 @@ const Block& file_block(const uint8_t* rows, size_t stride, int r, int64_t ib) {
   return reinterpret_cast<const Block*>(rows + stride * r)[ib];
 }
 
+// The 4-bit 32-value formats (Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL): scales (and offsets) side by
+// side, nibbles interleaved, and the fifth bits regrouped so that bit g of qh[r*4 + i] belongs
+// to code 4g+i.
+template <typename Block, typename Packed>
+void pack_32_rows8(const uint8_t* rows, size_t stride, int64_t cols, uint8_t* dst) {
+  auto* out = reinterpret_cast<Packed*>(dst);
+  for (int64_t ib = 0; ib < cols / 32; ++ib)
+    for (int r = 0; r < 8; ++r) {
+      const auto& b = file_block<Block>(rows, stride, r, ib);
+      out[ib].d[r] = b.d;
+      if constexpr (requires { b.m; }) out[ib].m[r] = b.m;
+      interleave4(out[ib].qs, b.qs, r, 4);
+      if constexpr (requires { b.qh; }) {
+        uint32_t qh;
+        std::memcpy(&qh, b.qh, 4);
+        for (int i = 0; i < 4; ++i) {
+          uint8_t v = 0;
+          for (int g = 0; g < 8; ++g) v |= static_cast<uint8_t>(((qh >> (4 * g + i)) & 1) << g);
+          out[ib].qh[r * 4 + i] = v;
+        }
+      }
+    }
+}
+
 // Q4_K, Q5_K: scales and mins unpacked to bytes, codes interleaved (and Q5_K's high-bit bytes).
 template <typename Block, typename Packed>
 void pack_k_rows8(const uint8_t* rows, size_t stride, int64_t cols, uint8_t* dst) {
@@ -93,33 +121,11 @@ void pack_rows8(GgmlType t, const uint8_t* rows, size_t stride, int64_t cols, ui
         }
       return;
     }
-    case GgmlType::Q4_0: {
-      auto* out = reinterpret_cast<BlockQ4_0x8*>(dst);
-      for (int64_t ib = 0; ib < cols / 32; ++ib)
-        for (int r = 0; r < 8; ++r) {
-          const auto& b = file_block<BlockQ4_0>(rows, stride, r, ib);
-          out[ib].d[r] = b.d;
-          interleave4(out[ib].qs, b.qs, r, 4);
-        }
-      return;
-    }
-    case GgmlType::Q5_0: {
-      auto* out = reinterpret_cast<BlockQ5_0x8*>(dst);
-      for (int64_t ib = 0; ib < cols / 32; ++ib)
-        for (int r = 0; r < 8; ++r) {
-          const auto& b = file_block<BlockQ5_0>(rows, stride, r, ib);
-          out[ib].d[r] = b.d;
-          interleave4(out[ib].qs, b.qs, r, 4);
-          uint32_t qh;
-          std::memcpy(&qh, b.qh, 4);
-          for (int i = 0; i < 4; ++i) {
-            uint8_t v = 0;
-            for (int g = 0; g < 8; ++g) v |= static_cast<uint8_t>(((qh >> (4 * g + i)) & 1) << g);
-            out[ib].qh[r * 4 + i] = v;
-          }
-        }
-      return;
-    }
+    case GgmlType::Q4_0: return pack_32_rows8<BlockQ4_0, BlockQ4_0x8>(rows, stride, cols, dst);
+    case GgmlType::Q5_0: return pack_32_rows8<BlockQ5_0, BlockQ5_0x8>(rows, stride, cols, dst);
+    case GgmlType::Q4_1: return pack_32_rows8<BlockQ4_1, BlockQ4_1x8>(rows, stride, cols, dst);
+    case GgmlType::Q5_1: return pack_32_rows8<BlockQ5_1, BlockQ5_1x8>(rows, stride, cols, dst);
+    case GgmlType::IQ4_NL: return pack_32_rows8<BlockIQ4_NL, BlockIQ4_NLx8>(rows, stride, cols, dst);
     case GgmlType::Q4_K: return pack_k_rows8<BlockQ4_K, BlockQ4_Kx8>(rows, stride, cols, dst);
     case GgmlType::Q5_K: return pack_k_rows8<BlockQ5_K, BlockQ5_Kx8>(rows, stride, cols, dst);
     case GgmlType::Q6_K: {
@@ -197,11 +203,17 @@ int nibble_x8(const uint8_t* qs, int r, int k) {
   return k < 16 ? (v & 15) : (v >> 4);
 }
 // Unsigned codes; the format's offset (-8, -16) is applied once per block through xsum.
-int code_q4_0(const BlockQ4_0x8& b, int r, int k) { return nibble_x8(b.qs, r, k); }
-int code_q5_0(const BlockQ5_0x8& b, int r, int k) {
+template <typename Packed>
+int code_nibble(const Packed& b, int r, int k) { return nibble_x8(b.qs, r, k); }
+
+template <typename Packed>
+int code_q5(const Packed& b, int r, int k) {
   return nibble_x8(b.qs, r, k) | ((b.qh[r * 4 + k % 4] >> (k / 4)) & 1) << 4;
 }
+int code_iq4_nl(const BlockIQ4_NLx8& b, int r, int k) { return kIq4nlValues[nibble_x8(b.qs, r, k)]; }
 
+// Q4_1, Q5_1 (value = d * code + m): the offset times the activation block's code sum is a
+// second multiply-add.
 template <typename Block, int (*Code)(const Block&, int, int), int kOffset>
 void gemm_32_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo* xinfo, size_t xinfo_stride,
                     int ntok, float* out) {
@@ -217,6 +229,7 @@ void gemm_32_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const
         if (kOffset) s -= kOffset * yi.sum;
         const float scale = fp16_to_fp32(b[ib].d[r]) * yi.d;
         acc = std::fma(scale, static_cast<float>(s), acc);
+        if constexpr (requires { b[ib].m; }) acc = std::fma(fp16_to_fp32(b[ib].m[r]) * yi.d, static_cast<float>(yi.sum), acc);
       }
       out[t * 8 + r] = acc;
     }
@@ -330,8 +343,11 @@ void groups_scalar(int n, const uint8_t* w, size_t gs, int ngroups, const uint8_
 
 void fill_scalar_gemm_x8(KernelTable& t) {
   t.gemm_x8[static_cast<int>(GgmlType::Q8_0)] = gemm_32_scalar<BlockQ8_0x8, code_q8_0, 0>;
-  t.gemm_x8[static_cast<int>(GgmlType::Q4_0)] = gemm_32_scalar<BlockQ4_0x8, code_q4_0, 8>;
-  t.gemm_x8[static_cast<int>(GgmlType::Q5_0)] = gemm_32_scalar<BlockQ5_0x8, code_q5_0, 16>;
+  t.gemm_x8[static_cast<int>(GgmlType::Q4_0)] = gemm_32_scalar<BlockQ4_0x8, code_nibble<BlockQ4_0x8>, 8>;
+  t.gemm_x8[static_cast<int>(GgmlType::Q5_0)] = gemm_32_scalar<BlockQ5_0x8, code_q5<BlockQ5_0x8>, 16>;
+  t.gemm_x8[static_cast<int>(GgmlType::Q4_1)] = gemm_32_scalar<BlockQ4_1x8, code_nibble<BlockQ4_1x8>, 0>;
+  t.gemm_x8[static_cast<int>(GgmlType::Q5_1)] = gemm_32_scalar<BlockQ5_1x8, code_q5<BlockQ5_1x8>, 0>;
+  t.gemm_x8[static_cast<int>(GgmlType::IQ4_NL)] = gemm_32_scalar<BlockIQ4_NLx8, code_iq4_nl, 0>;
   t.gemm_x8[static_cast<int>(GgmlType::Q4_K)] = gemm_q45_k_scalar<BlockQ4_Kx8>;
   t.gemm_x8[static_cast<int>(GgmlType::Q5_K)] = gemm_q45_k_scalar<BlockQ5_Kx8>;
   t.gemm_x8[static_cast<int>(GgmlType::Q6_K)] = gemm_q6_k_scalar;
@@ -341,8 +357,8 @@ void fill_scalar_gemm_x8(KernelTable& t) {
   // The same group counts per call as the SIMD tables (the bits do not depend on them).
   t.gemm_groups[static_cast<int>(GgmlType::F16)] = groups_scalar<gemm_half_scalar<fp16_to_fp32>>;
   t.gemm_groups[static_cast<int>(GgmlType::BF16)] = groups_scalar<gemm_half_scalar<bf16_to_fp32>>;
-  t.gemm_groups[static_cast<int>(GgmlType::Q4_0)] = groups_scalar<gemm_32_scalar<BlockQ4_0x8, code_q4_0, 8>>;
-  t.gemm_groups[static_cast<int>(GgmlType::Q5_0)] = groups_scalar<gemm_32_scalar<BlockQ5_0x8, code_q5_0, 16>>;
+  t.gemm_groups[static_cast<int>(GgmlType::Q4_0)] = groups_scalar<gemm_32_scalar<BlockQ4_0x8, code_nibble<BlockQ4_0x8>, 8>>;
+  t.gemm_groups[static_cast<int>(GgmlType::Q5_0)] = groups_scalar<gemm_32_scalar<BlockQ5_0x8, code_q5<BlockQ5_0x8>, 16>>;
   t.groups_per_call[static_cast<int>(GgmlType::F16)] = 3;
   t.groups_per_call[static_cast<int>(GgmlType::BF16)] = 3;
   t.groups_per_call[static_cast<int>(GgmlType::Q4_0)] = 2;

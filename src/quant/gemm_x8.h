@@ -8,6 +8,8 @@
 //   Q8_0: d[8], qs[g*32 + r*4 + i] = code 4g+i of row r (g 0..7)
 //   Q4_0: d[8], qs[g*32 + r*4 + i] = byte 4g+i of row r (low nibble: code 4g+i, high: 16+4g+i)
 //   Q5_0: as Q4_0, plus qh[r*4 + i] whose bit g is the fifth bit of code 4g+i of row r
+//   Q4_1, Q5_1: as Q4_0, Q5_0, plus the rows' offsets m[8]
+//   IQ4_NL: as Q4_0, the nibbles indexing the 16 IQ4_NL levels
 //   Q4_K: d[8], dmin[8], 6-bit scales and mins unpacked to bytes sc[sub][r], mn[sub][r], and
 //         qs[j*256 + g*32 + r*4 + i] = byte 32j+4g+i of row r (sub-blocks 2j and 2j+1)
 //   Q5_K: as Q4_K, plus qh[g*32 + r*4 + i] = high-bit byte 4g+i of row r, whose bit s is the fifth
@@ -34,6 +36,9 @@ namespace strata {
 struct BlockQ8_0x8 { uint16_t d[8]; int8_t qs[256]; };
 struct BlockQ4_0x8 { uint16_t d[8]; uint8_t qs[128]; };
 struct BlockQ5_0x8 { uint16_t d[8]; uint8_t qh[32]; uint8_t qs[128]; };
+struct BlockQ4_1x8 { uint16_t d[8], m[8]; uint8_t qs[128]; };
+struct BlockQ5_1x8 { uint16_t d[8], m[8]; uint8_t qh[32]; uint8_t qs[128]; };
+struct BlockIQ4_NLx8 { uint16_t d[8]; uint8_t qs[128]; };
 struct BlockQ4_Kx8 { uint16_t d[8], dmin[8]; uint8_t sc[8][8], mn[8][8]; uint8_t qs[1024]; };
 struct BlockQ5_Kx8 { uint16_t d[8], dmin[8]; uint8_t sc[8][8], mn[8][8]; uint8_t qh[256]; uint8_t qs[1024]; };
 struct BlockQ6_Kx8 { uint16_t d[8]; int8_t sc[16][8]; uint8_t ql[1024]; uint8_t qh[512]; };

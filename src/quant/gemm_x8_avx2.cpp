@@ -69,16 +69,31 @@ struct Q4_0x8 {
   static constexpr int kShift = 3, kPerSum = 8;  // offset 8; 8 * 2*15*127 = 30480 fits 16 bits
   static __m256i code(const Block& b, int g) { return nibble_group(b.qs, g); }
 };
+// Five-bit codes of group g (Q5_0, Q5_1): bit g of each qh byte moved to bit 4 by a 16-bit shift
+// (bits 4 of both bytes of a 16-bit lane come from their own byte for shifts up to 4), masked.
+template <typename Block>
+inline __m256i five_bit_group(const Block& b, int g) {
+  const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
+  const __m256i moved = g <= 4 ? _mm256_slli_epi16(qh, 4 - g) : _mm256_srli_epi16(qh, g - 4);
+  return _mm256_or_si256(nibble_group(b.qs, g), _mm256_and_si256(moved, _mm256_set1_epi8(0x10)));
+}
 struct Q5_0x8 {
   using Block = BlockQ5_0x8;
   static constexpr int kShift = 4, kPerSum = 4;  // offset 16; 4 * 2*31*127 = 31496 fits 16 bits
-  // Bit g of each qh byte moved to bit 4 by a 16-bit shift (bits 4 of both bytes of a 16-bit
-  // lane come from their own byte for shifts up to 4), then masked.
-  static __m256i code(const Block& b, int g) {
-    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
-    const __m256i moved = g <= 4 ? _mm256_slli_epi16(qh, 4 - g) : _mm256_srli_epi16(qh, g - 4);
-    return _mm256_or_si256(nibble_group(b.qs, g), _mm256_and_si256(moved, _mm256_set1_epi8(0x10)));
-  }
+  static __m256i code(const Block& b, int g) { return five_bit_group(b, g); }
+};
+
+// Q4_1, Q5_1: the codes of Q4_0, Q5_0 without an offset; the rows' m times the activation
+// block's code sum is a second multiply-add.
+struct Q4_1x8 {
+  using Block = BlockQ4_1x8;
+  static constexpr int kShift = -1, kPerSum = 8;  // kShift < 0: no offset
+  static __m256i code(const Block& b, int g) { return nibble_group(b.qs, g); }
+};
+struct Q5_1x8 {
+  using Block = BlockQ5_1x8;
+  static constexpr int kShift = -1, kPerSum = 4;
+  static __m256i code(const Block& b, int g) { return five_bit_group(b, g); }
 };
 
 // G groups share each broadcast of activation bytes (gemm_x8.h, GemmGroupsFn).
@@ -118,8 +133,14 @@ void unsigned32_groups(int n, const uint8_t* w, size_t gs, const uint8_t* xq, si
       const __m256 dw = load_d8(b[j][ib].d);
       STRATA_UNROLL for (int t = 0; t < NT; ++t) {
         const Q8BlockInfo& yi = xsum[xss * t + ib];
-        const __m256i v = _mm256_sub_epi32(s32[j][t], _mm256_slli_epi32(bcast_i32(&yi.sum), F::kShift));
-        acc[j][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_broadcast_ss(&yi.d)), _mm256_cvtepi32_ps(v), acc[j][t]);
+        const __m256 dy = _mm256_broadcast_ss(&yi.d);
+        if constexpr (F::kShift >= 0) {
+          const __m256i v = _mm256_sub_epi32(s32[j][t], _mm256_slli_epi32(bcast_i32(&yi.sum), F::kShift));
+          acc[j][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(v), acc[j][t]);
+        } else {
+          acc[j][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(s32[j][t]), acc[j][t]);
+          acc[j][t] = _mm256_fmadd_ps(_mm256_mul_ps(load_d8(b[j][ib].m), dy), _mm256_cvtepi32_ps(bcast_i32(&yi.sum)), acc[j][t]);
+        }
       }
     }
   }
@@ -133,11 +154,22 @@ void gemm_unsigned32(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
   unsigned32_groups<F, 1, NT>(n, w, 0, xq, xs, xsum, xss, out, 8);
 }
 
-// Q8_0: signed codes, so the sign goes onto the activations; a pair of products can reach
-// 2*128*127, so each maddubs result is widened at once.
-template <int NT>
-void gemm_q8_0(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo* xsum, size_t xss, float* out) {
-  const auto* b = reinterpret_cast<const BlockQ8_0x8*>(w);
+// Q8_0 and IQ4_NL: signed codes, so the sign goes onto the activations; a pair of products can
+// reach 2*128*127, so each maddubs result is widened at once.
+struct Q8_0x8 {
+  using Block = BlockQ8_0x8;
+  static __m256i code(const Block& b, int g) { return load256(reinterpret_cast<const uint8_t*>(b.qs) + 32 * g); }
+};
+struct IQ4_NLx8 {
+  using Block = BlockIQ4_NLx8;
+  static __m256i code(const Block& b, int g) {
+    const __m128i t128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
+    return _mm256_shuffle_epi8(_mm256_set_m128i(t128, t128), nibble_group(b.qs, g));
+  }
+};
+template <typename F, int NT>
+void gemm_signed32(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo* xsum, size_t xss, float* out) {
+  const auto* b = reinterpret_cast<const typename F::Block*>(w);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[NT];
   STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
@@ -147,7 +179,7 @@ void gemm_q8_0(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8Bl
     STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_0*>(xq + xs * t) + ib;
     __m256i s32[NT];
     STRATA_UNROLL for (int g = 0; g < 8; ++g) {
-      const __m256i c = load256(reinterpret_cast<const uint8_t*>(b[ib].qs) + 32 * g);
+      const __m256i c = F::code(b[ib], g);
       const __m256i a = _mm256_sign_epi8(c, c);
       STRATA_UNROLL for (int t = 0; t < NT; ++t) {
         const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(a, _mm256_sign_epi8(bcast4(y[t]->qs + 4 * g), c)), ones);
@@ -392,7 +424,10 @@ struct Dispatch {
     }
   }
 };
-template <int NT> struct KQ8_0 { static constexpr auto f = gemm_q8_0<NT>; };
+template <int NT> struct KQ8_0 { static constexpr auto f = gemm_signed32<Q8_0x8, NT>; };
+template <int NT> struct KIQ4_NL { static constexpr auto f = gemm_signed32<IQ4_NLx8, NT>; };
+template <int NT> struct KQ4_1 { static constexpr auto f = gemm_unsigned32<Q4_1x8, NT>; };
+template <int NT> struct KQ5_1 { static constexpr auto f = gemm_unsigned32<Q5_1x8, NT>; };
 template <int NT> struct KQ4_0 { static constexpr auto f = gemm_unsigned32<Q4_0x8, NT>; };
 template <int G, int NT> struct GQ4_0 { static constexpr auto f = unsigned32_groups<Q4_0x8, G, NT>; };
 template <int G, int NT> struct GQ5_0 { static constexpr auto f = unsigned32_groups<Q5_0x8, G, NT>; };
@@ -412,6 +447,9 @@ void fill_avx2_gemm_x8(KernelTable& t) {
   t.gemm_x8[static_cast<int>(GgmlType::Q8_0)] = Dispatch<KQ8_0>::run;
   t.gemm_x8[static_cast<int>(GgmlType::Q4_0)] = Dispatch<KQ4_0>::run;
   t.gemm_x8[static_cast<int>(GgmlType::Q5_0)] = Dispatch<KQ5_0>::run;
+  t.gemm_x8[static_cast<int>(GgmlType::Q4_1)] = Dispatch<KQ4_1>::run;
+  t.gemm_x8[static_cast<int>(GgmlType::Q5_1)] = Dispatch<KQ5_1>::run;
+  t.gemm_x8[static_cast<int>(GgmlType::IQ4_NL)] = Dispatch<KIQ4_NL>::run;
   t.gemm_x8[static_cast<int>(GgmlType::Q4_K)] = Dispatch<KQ4_K>::run;
   t.gemm_x8[static_cast<int>(GgmlType::Q5_K)] = Dispatch<KQ5_K>::run;
   t.gemm_x8[static_cast<int>(GgmlType::Q6_K)] = Dispatch<KQ6_K>::run;
