@@ -166,7 +166,8 @@ TEST_P(IntKernelParity, DecodedRowsGiveTheSingleRowBits) {
     SCOPED_TRACE(simd->isa);
     const DecodeRows8Fn decode8 = simd->decode_rows8[static_cast<int>(t)];
     if (!decode8) continue;
-    ASSERT_NE(simd->gemm_decoded8, nullptr);
+    const GemmX8Fn gemm8 = simd->gemm_decoded8[static_cast<int>(t)];
+    ASSERT_NE(gemm8, nullptr);
     const int n = 768;
     const size_t stride = row_bytes(GgmlType::Q8_K, n), rb = row_bytes(t, n);
     for (bool raw : {false, true}) {
@@ -184,7 +185,7 @@ TEST_P(IntKernelParity, DecodedRowsGiveTheSingleRowBits) {
         decode8(n, rows.data(), rb, nrows, decoded.data());
         for (int ntok = 1; ntok <= 4; ++ntok) {
           float out[32];
-          simd->gemm_decoded8(n, decoded.data(), xq.data(), stride, nullptr, 0, ntok, out);
+          gemm8(n, decoded.data(), xq.data(), stride, nullptr, 0, ntok, out);
           for (int tok = 0; tok < ntok; ++tok)
             for (int r = 0; r < 8; ++r) {
               const float want = r < nrows ? simd->dotq[static_cast<int>(t)](n, rows.data() + r * rb, xq.data() + tok * stride) : 0.f;
@@ -200,7 +201,7 @@ TEST_P(IntKernelParity, DecodedRowsGiveTheSingleRowBits) {
 // Through matmul: a 9-token batch (decoded rows) and the tokens one at a time give the same bits.
 TEST(Ops, LookupFormatBatchesMatchSingleTokens) {
   const int rows = 21, cols = 512, ntok = 9;
-  for (GgmlType t : {GgmlType::IQ2_XS, GgmlType::IQ3_S, GgmlType::Q3_K}) {
+  for (GgmlType t : {GgmlType::IQ2_XS, GgmlType::IQ3_S, GgmlType::Q3_K, GgmlType::Q2_K}) {
     auto w = randn(rows * cols, 5);
     const size_t rb = row_bytes(t, cols);
     std::vector<uint8_t> wq(rb * rows);

@@ -55,7 +55,8 @@ void matmul_rows(const Matrix& w, int64_t r_begin, const float* x, const Quantiz
     // Lookup-bound formats with more than one group of activation rows: 8 weight rows are
     // decoded at once, laid out so that each activation word feeds all 8, and reused by every
     // group (same bits as dotq).
-    if (const DecodeRows8Fn decode8 = n_tok > 4 && k.gemm_decoded8 ? k.decode_rows8[static_cast<int>(w.type)] : nullptr) {
+    const GemmX8Fn gemm8 = k.gemm_decoded8[static_cast<int>(w.type)];
+    if (const DecodeRows8Fn decode8 = n_tok > 4 && gemm8 ? k.decode_rows8[static_cast<int>(w.type)] : nullptr) {
       pool.parallel_for((n + kPackRows - 1) / kPackRows, 1, [&](int64_t g0, int64_t g1) {
         thread_local std::vector<uint8_t> decoded;
         decoded.resize(static_cast<size_t>(cols / 256) * kDecodedX8BlockBytes);
@@ -66,7 +67,7 @@ void matmul_rows(const Matrix& w, int64_t r_begin, const float* x, const Quantiz
           decode8(cols, w.row(r0), w.row_stride, nr, decoded.data());
           for (int t = 0; t < n_tok; t += kPackMaxTokens) {
             const int nt = std::min(kPackMaxTokens, n_tok - t);
-            k.gemm_decoded8(cols, decoded.data(), xqp + t * qrow, qrow, nullptr, 0, nt, out);
+            gemm8(cols, decoded.data(), xqp + t * qrow, qrow, nullptr, 0, nt, out);
             for (int i = 0; i < nt; ++i)
               std::copy(out + i * kPackRows, out + i * kPackRows + nr, y + static_cast<size_t>(t + i) * rows + r0);
           }

@@ -768,10 +768,12 @@ struct ChunkQ2_K {
     return _mm256_cvtepu8_epi16(_mm_and_si128(sc, _mm_set1_epi8(0x0F)));
   }
   static __m256i codes(const Block& b, int c, const iq::Tables&) { return two_bits(b.qs, c); }
+  static float min_scale(const Block& b) { return h2f(b.dmin); }
+  static int min_of(const Block& b, int g) { return b.scales[g] >> 4; }  // of values 16g..16g+15
   static float min_term(const Block& b, const BlockQ8_K& y) {
     int m = 0;
-    for (int g = 0; g < 16; ++g) m += (b.scales[g] >> 4) * y.bsums[g];
-    return h2f(b.dmin) * static_cast<float>(m);
+    for (int g = 0; g < 16; ++g) m += min_of(b, g) * y.bsums[g];
+    return min_scale(b) * static_cast<float>(m);
   }
 };
 
@@ -843,13 +845,15 @@ void dotq_codes_n(int n, const typename F::Block* b, const uint8_t* xq, size_t s
   for (int t = 0; t < NT; ++t) out[t] = acc[t] - mins[t];
 }
 
-// Prefill of these formats (except Q2_K, whose min term needs the activation sums): 8 weight
-// rows decoded once per matmul into signed values laid out as the 8-row packed formats are
-// (4 values of each row side by side), so every broadcast activation word feeds 8 rows.
+// Prefill of these formats: 8 weight rows decoded once per matmul into signed values laid out
+// as the 8-row packed formats are (4 values of each row side by side), so every broadcast
+// activation word feeds 8 rows.
 struct DecodedX8Block {
   float d[8];           // each row's block factor
   int32_t sc[16][8];    // sub-scale of values 16j..16j+15 of row r, twice as 16 bits (madd operand)
   int8_t v[64][32];     // v[G][4r + i] = value 4G + i of row r
+  float dmin[8];        // Q2_K: each row's min factor (zero for the other formats)
+  int32_t mn[8][8];     // Q2_K: mins of values 32p..32p+15 and 32p+16..32p+31 of row r, as 16 bits
 };
 static_assert(sizeof(DecodedX8Block) == kDecodedX8BlockBytes);
 
@@ -874,9 +878,10 @@ inline void transpose8x8_epi32(__m256i* r) {
 
 template <typename F>
 void decode_rows8_codes(int n, const uint8_t* rows, size_t row_stride, int nrows, uint8_t* out) {
-  static_assert(!requires(const typename F::Block& b, const BlockQ8_K& y) { F::min_term(b, y); },
-                "formats with a min term need the activations' sums");
   auto* db = reinterpret_cast<DecodedX8Block*>(out);
+  auto pair16 = [](int lo, int hi) {
+    return static_cast<int32_t>((static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16) | static_cast<uint16_t>(lo));
+  };
   const iq::Tables& tab = iq::tables();
   for (int i = 0; i < n / 256; ++i) {
     const typename F::Block* b[8];
@@ -886,9 +891,14 @@ void decode_rows8_codes(int n, const uint8_t* rows, size_t row_stride, int nrows
       float d = 0.f;
       if (r < nrows) _mm256_store_si256(reinterpret_cast<__m256i*>(sub), F::scales(*b[r], d));
       db[i].d[r] = d;
-      for (int j = 0; j < 16; ++j)
-        db[i].sc[j][r] = static_cast<int32_t>((static_cast<uint32_t>(static_cast<uint16_t>(sub[j])) << 16) |
-                                              static_cast<uint16_t>(sub[j]));
+      for (int j = 0; j < 16; ++j) db[i].sc[j][r] = pair16(sub[j], sub[j]);
+      db[i].dmin[r] = 0.f;
+      for (int p = 0; p < 8; ++p) db[i].mn[p][r] = 0;
+      if constexpr (requires { F::min_scale(*b[0]); })
+        if (r < nrows) {
+          db[i].dmin[r] = F::min_scale(*b[r]);
+          for (int p = 0; p < 8; ++p) db[i].mn[p][r] = pair16(F::min_of(*b[r], 2 * p), F::min_of(*b[r], 2 * p + 1));
+        }
     }
     for (int c = 0; c < 8; ++c) {
       __m256i v[8];
@@ -906,12 +916,13 @@ void decode_rows8_codes(int n, const uint8_t* rows, size_t row_stride, int nrows
 }
 
 // Values up to 63 in magnitude (the largest, IQ3's grid, reaches 62): two maddubs results
-// (each pair below 2*63*127) sum exactly in 16 bits before madd applies the sub-scale.
-template <int NT>
+// (each pair below 2*63*127) sum exactly in 16 bits before madd applies the sub-scale. With
+// kMin (Q2_K), the min term of dotq_codes_n, lane by lane.
+template <int NT, bool kMin>
 void gemm_decoded8_n(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {
   const auto* b = reinterpret_cast<const DecodedX8Block*>(w);
-  __m256 acc[NT];
-  STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  __m256 acc[NT], mins[NT];
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = mins[t] = _mm256_setzero_ps();
   for (int ib = 0; ib < n / 256; ++ib) {
     const DecodedX8Block& B = b[ib];
     const BlockQ8_K* y[NT];
@@ -935,17 +946,29 @@ void gemm_decoded8_n(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
     const __m256 dw = _mm256_loadu_ps(B.d);
     STRATA_UNROLL for (int t = 0; t < NT; ++t)
       acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(y[t]->d)), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+    if constexpr (kMin) {
+      const __m256 dm = _mm256_loadu_ps(B.dmin);
+      STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+        const int16_t* bs = y[t]->bsums;
+        __m256i m32 = _mm256_setzero_si256();
+        for (int p = 0; p < 8; ++p)
+          m32 = _mm256_add_epi32(m32, _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(B.mn[p])),
+                                                        bcast_pair(bs[2 * p], bs[2 * p + 1])));
+        mins[t] = _mm256_add_ps(mins[t], _mm256_mul_ps(_mm256_set1_ps(y[t]->d), _mm256_mul_ps(dm, _mm256_cvtepi32_ps(m32))));
+      }
+    }
   }
-  STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, acc[t]);
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, _mm256_sub_ps(acc[t], mins[t]));
 }
 
+template <bool kMin>
 void gemm_decoded8(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo* xi, size_t xis, int ntok,
                    float* out) {
   switch (ntok) {
-    case 1: gemm_decoded8_n<1>(n, w, xq, xs, xi, xis, out); break;
-    case 2: gemm_decoded8_n<2>(n, w, xq, xs, xi, xis, out); break;
-    case 3: gemm_decoded8_n<3>(n, w, xq, xs, xi, xis, out); break;
-    default: gemm_decoded8_n<4>(n, w, xq, xs, xi, xis, out); break;
+    case 1: gemm_decoded8_n<1, kMin>(n, w, xq, xs, xi, xis, out); break;
+    case 2: gemm_decoded8_n<2, kMin>(n, w, xq, xs, xi, xis, out); break;
+    case 3: gemm_decoded8_n<3, kMin>(n, w, xq, xs, xi, xis, out); break;
+    default: gemm_decoded8_n<4, kMin>(n, w, xq, xs, xi, xis, out); break;
   }
 }
 
@@ -1015,13 +1038,14 @@ void fill_avx2_int_kernels(KernelTable& t) {
   STRATA_CODES(IQ2_XXS) STRATA_CODES(IQ2_XS) STRATA_CODES(IQ2_S) STRATA_CODES(IQ3_XXS) STRATA_CODES(IQ3_S)
   STRATA_CODES(IQ1_S) STRATA_CODES(IQ1_M) STRATA_CODES(IQ4_XS) STRATA_CODES(TQ2_0) STRATA_CODES(Q2_K) STRATA_CODES(Q3_K)
 #undef STRATA_CODES
-  // Prefill of the lookup-bound formats: 8 rows decoded at once (Q2_K's min term needs the
-  // activation sums per call, so it keeps dotq_multi).
-#define STRATA_DECODED(T) t.decode_rows8[static_cast<int>(GgmlType::T)] = decode_rows8_codes<Chunk##T>;
-  STRATA_DECODED(IQ2_XXS) STRATA_DECODED(IQ2_XS) STRATA_DECODED(IQ2_S) STRATA_DECODED(IQ3_XXS) STRATA_DECODED(IQ3_S)
-  STRATA_DECODED(IQ1_S) STRATA_DECODED(IQ1_M) STRATA_DECODED(TQ2_0) STRATA_DECODED(Q3_K)
+  // Prefill of the lookup-bound formats: 8 rows decoded at once.
+#define STRATA_DECODED(T, kMin)                                                   \
+  t.decode_rows8[static_cast<int>(GgmlType::T)] = decode_rows8_codes<Chunk##T>; \
+  t.gemm_decoded8[static_cast<int>(GgmlType::T)] = gemm_decoded8<kMin>;
+  STRATA_DECODED(IQ2_XXS, false) STRATA_DECODED(IQ2_XS, false) STRATA_DECODED(IQ2_S, false)
+  STRATA_DECODED(IQ3_XXS, false) STRATA_DECODED(IQ3_S, false) STRATA_DECODED(IQ1_S, false)
+  STRATA_DECODED(IQ1_M, false) STRATA_DECODED(TQ2_0, false) STRATA_DECODED(Q3_K, false) STRATA_DECODED(Q2_K, true)
 #undef STRATA_DECODED
-  t.gemm_decoded8 = gemm_decoded8;
 }
 
 }  // namespace strata

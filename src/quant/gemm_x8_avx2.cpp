@@ -49,9 +49,6 @@ inline __m256i pair_i8(const int8_t* a, const int8_t* b) {
   __m256i vb = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b)));
   return _mm256_or_si256(_mm256_and_si256(va, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(vb, 16));
 }
-inline __m256i bcast_pair(int lo, int hi) {
-  return _mm256_set1_epi32(static_cast<int32_t>((static_cast<uint32_t>(lo) & 0xFFFFu) | (static_cast<uint32_t>(hi) << 16)));
-}
 
 // ---- 32-value formats on Q8_0 activations ----
 

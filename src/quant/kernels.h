@@ -24,12 +24,12 @@ using ExpShiftFn = void (*)(int n, const float* x, float shift, float* out);  //
 // out[r] = rows[r * n .. r * n + n) . x for r < nrows
 using DotRowsFn = void (*)(int n, const float* x, const float* rows, int nrows, float* out);
 using QDotMultiFn = void (*)(int n, const void* w, const uint8_t* xq, size_t xq_stride, int ntok, float* out);
-// Formats whose chunks are decoded through table lookups (i-quants, Q3_K, TQ2_0): for prefill,
-// up to 8 weight rows (row_stride bytes apart; missing rows count as zero) are decoded at once
-// into kDecodedX8BlockBytes per 256 values; KernelTable::gemm_decoded8 (a GemmX8Fn taking the
-// decoded rows as w) then multiplies them with 1..4 activation rows per call: out[t * 8 + r] is
-// bit-identical to dotq on row r.
-constexpr size_t kDecodedX8BlockBytes = 2592;
+// Formats whose chunks are decoded through table lookups (i-quants, Q2_K, Q3_K, TQ2_0): for
+// prefill, up to 8 weight rows (row_stride bytes apart; missing rows count as zero) are decoded
+// at once into kDecodedX8BlockBytes per 256 values; KernelTable::gemm_decoded8 (a GemmX8Fn taking
+// the decoded rows as w) then multiplies them with 1..4 activation rows per call:
+// out[t * 8 + r] is bit-identical to dotq on row r.
+constexpr size_t kDecodedX8BlockBytes = 2880;
 using DecodeRows8Fn = void (*)(int n, const uint8_t* rows, size_t row_stride, int nrows, uint8_t* decoded);
 
 // Activations are quantized once per matmul to the format ggml pairs with each weight format:
@@ -46,7 +46,7 @@ struct KernelTable {
                                 // activations and uses dot[] (same values, float arithmetic)
   QDotMultiFn dotq_multi[kMaxTypes] = {};  // optional: several activation rows per weight row
   DecodeRows8Fn decode_rows8[kMaxTypes] = {};  // optional, with gemm_decoded8: prefill of lookup formats
-  GemmX8Fn gemm_decoded8 = nullptr;
+  GemmX8Fn gemm_decoded8[kMaxTypes] = {};
   GemmX8Fn gemm_x8[kMaxTypes] = {};        // kernels on weights packed 8 rows at a time
   GemmGroupsFn gemm_groups[kMaxTypes] = {};  // optional: several packed groups per call...
   int groups_per_call[kMaxTypes] = {};       // ...this many at most

@@ -47,6 +47,10 @@ inline __m256i nibbles32(const uint8_t* qs) {
   return _mm256_set_m128i(hi, lo);
 }
 inline __m256i load32(const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+// (lo, hi) as two 16-bit values in every 32-bit lane, for madd against per-row pairs.
+inline __m256i bcast_pair(int lo, int hi) {
+  return _mm256_set1_epi32(static_cast<int32_t>((static_cast<uint32_t>(lo) & 0xFFFFu) | (static_cast<uint32_t>(hi) << 16)));
+}
 // Four activation bytes in every 32-bit lane (the 8-row packed kernels' operand).
 inline __m256i bcast4(const int8_t* p) {
   int32_t v;
