@@ -217,7 +217,6 @@ void gemm_q45_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
     STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
     STRATA_UNROLL for (int j = 0; j < 4; ++j) {
       // sub-blocks 2j (low nibbles) and 2j + 1 (high nibbles) from the same bytes
-      const __m256i sl = scale_pairs_u8(B.sc[2 * j]), sh = scale_pairs_u8(B.sc[2 * j + 1]);
       STRATA_UNROLL for (int g0 = 0; g0 < 8; g0 += kPerSum) {
         __m256i lo16[NT], hi16[NT];
         STRATA_UNROLL for (int g = g0; g < g0 + kPerSum; ++g) {
@@ -237,6 +236,8 @@ void gemm_q45_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
             STRATA_KEEP(hi16[t]);
           }
         }
+        // the scales are loaded here, not before the loop, where they would take two registers
+        const __m256i sl = scale_pairs_u8(B.sc[2 * j]), sh = scale_pairs_u8(B.sc[2 * j + 1]);
         STRATA_UNROLL for (int t = 0; t < NT; ++t) {
           isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(lo16[t], sl), _mm256_madd_epi16(hi16[t], sh)));
           STRATA_KEEP(isum[t]);
