@@ -876,6 +876,10 @@ inline void transpose8x8_epi32(__m256i* r) {
   }
 }
 
+// Formats with a min term (Q2_K) carry their mins into the decoded rows.
+template <typename F>
+constexpr bool has_min = requires(const typename F::Block& b) { F::min_scale(b); };
+
 template <typename F>
 void decode_rows8_codes(int n, const uint8_t* rows, size_t row_stride, int nrows, uint8_t* out) {
   auto* db = reinterpret_cast<DecodedX8Block*>(out);
@@ -894,7 +898,7 @@ void decode_rows8_codes(int n, const uint8_t* rows, size_t row_stride, int nrows
       for (int j = 0; j < 16; ++j) db[i].sc[j][r] = pair16(sub[j], sub[j]);
       db[i].dmin[r] = 0.f;
       for (int p = 0; p < 8; ++p) db[i].mn[p][r] = 0;
-      if constexpr (requires { F::min_scale(*b[0]); })
+      if constexpr (has_min<F>)
         if (r < nrows) {
           db[i].dmin[r] = F::min_scale(*b[r]);
           for (int p = 0; p < 8; ++p) db[i].mn[p][r] = pair16(F::min_of(*b[r], 2 * p), F::min_of(*b[r], 2 * p + 1));
@@ -1039,12 +1043,11 @@ void fill_avx2_int_kernels(KernelTable& t) {
   STRATA_CODES(IQ1_S) STRATA_CODES(IQ1_M) STRATA_CODES(IQ4_XS) STRATA_CODES(TQ2_0) STRATA_CODES(Q2_K) STRATA_CODES(Q3_K)
 #undef STRATA_CODES
   // Prefill of the lookup-bound formats: 8 rows decoded at once.
-#define STRATA_DECODED(T, kMin)                                                   \
+#define STRATA_DECODED(T)                                                         \
   t.decode_rows8[static_cast<int>(GgmlType::T)] = decode_rows8_codes<Chunk##T>; \
-  t.gemm_decoded8[static_cast<int>(GgmlType::T)] = gemm_decoded8<kMin>;
-  STRATA_DECODED(IQ2_XXS, false) STRATA_DECODED(IQ2_XS, false) STRATA_DECODED(IQ2_S, false)
-  STRATA_DECODED(IQ3_XXS, false) STRATA_DECODED(IQ3_S, false) STRATA_DECODED(IQ1_S, false)
-  STRATA_DECODED(IQ1_M, false) STRATA_DECODED(TQ2_0, false) STRATA_DECODED(Q3_K, false) STRATA_DECODED(Q2_K, true)
+  t.gemm_decoded8[static_cast<int>(GgmlType::T)] = gemm_decoded8<has_min<Chunk##T>>;
+  STRATA_DECODED(IQ2_XXS) STRATA_DECODED(IQ2_XS) STRATA_DECODED(IQ2_S) STRATA_DECODED(IQ3_XXS) STRATA_DECODED(IQ3_S)
+  STRATA_DECODED(IQ1_S) STRATA_DECODED(IQ1_M) STRATA_DECODED(TQ2_0) STRATA_DECODED(Q3_K) STRATA_DECODED(Q2_K)
 #undef STRATA_DECODED
 }
 

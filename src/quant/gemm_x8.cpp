@@ -68,9 +68,9 @@ const Block& file_block(const uint8_t* rows, size_t stride, int r, int64_t ib) {
   return reinterpret_cast<const Block*>(rows + stride * r)[ib];
 }
 
-// The 4-bit 32-value formats (Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL): scales (and offsets) side by
-// side, nibbles interleaved, and the fifth bits regrouped so that bit g of qh[r*4 + i] belongs
-// to code 4g+i.
+// The 32-value formats (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL): scales (and offsets) side by side,
+// code bytes interleaved 4 at a time, and the fifth bits regrouped so that bit g of qh[r*4 + i]
+// belongs to code 4g+i.
 template <typename Block, typename Packed>
 void pack_32_rows8(const uint8_t* rows, size_t stride, int64_t cols, uint8_t* dst) {
   auto* out = reinterpret_cast<Packed*>(dst);
@@ -79,7 +79,7 @@ void pack_32_rows8(const uint8_t* rows, size_t stride, int64_t cols, uint8_t* ds
       const auto& b = file_block<Block>(rows, stride, r, ib);
       out[ib].d[r] = b.d;
       if constexpr (requires { b.m; }) out[ib].m[r] = b.m;
-      interleave4(out[ib].qs, b.qs, r, 4);
+      interleave4(reinterpret_cast<uint8_t*>(out[ib].qs), b.qs, r, sizeof(b.qs) / 4);
       if constexpr (requires { b.qh; }) {
         uint32_t qh;
         std::memcpy(&qh, b.qh, 4);
@@ -111,16 +111,7 @@ void pack_k_rows8(const uint8_t* rows, size_t stride, int64_t cols, uint8_t* dst
 
 void pack_rows8(GgmlType t, const uint8_t* rows, size_t stride, int64_t cols, uint8_t* dst) {
   switch (t) {
-    case GgmlType::Q8_0: {
-      auto* out = reinterpret_cast<BlockQ8_0x8*>(dst);
-      for (int64_t ib = 0; ib < cols / 32; ++ib)
-        for (int r = 0; r < 8; ++r) {
-          const auto& b = file_block<BlockQ8_0>(rows, stride, r, ib);
-          out[ib].d[r] = b.d;
-          interleave4(reinterpret_cast<uint8_t*>(out[ib].qs), b.qs, r, 8);
-        }
-      return;
-    }
+    case GgmlType::Q8_0: return pack_32_rows8<BlockQ8_0, BlockQ8_0x8>(rows, stride, cols, dst);
     case GgmlType::Q4_0: return pack_32_rows8<BlockQ4_0, BlockQ4_0x8>(rows, stride, cols, dst);
     case GgmlType::Q5_0: return pack_32_rows8<BlockQ5_0, BlockQ5_0x8>(rows, stride, cols, dst);
     case GgmlType::Q4_1: return pack_32_rows8<BlockQ4_1, BlockQ4_1x8>(rows, stride, cols, dst);
@@ -202,7 +193,8 @@ int nibble_x8(const uint8_t* qs, int r, int k) {
   const uint8_t v = qs[((k % 16) / 4) * 32 + r * 4 + k % 4];
   return k < 16 ? (v & 15) : (v >> 4);
 }
-// Unsigned codes; the format's offset (-8, -16) is applied once per block through xsum.
+// Unsigned codes; the format's offset (-8, -16 as kOffset, or Q4_1/Q5_1's m) is applied once per
+// block through the activation block's code sum.
 template <typename Packed>
 int code_nibble(const Packed& b, int r, int k) { return nibble_x8(b.qs, r, k); }
 
@@ -212,8 +204,8 @@ int code_q5(const Packed& b, int r, int k) {
 }
 int code_iq4_nl(const BlockIQ4_NLx8& b, int r, int k) { return kIq4nlValues[nibble_x8(b.qs, r, k)]; }
 
-// Q4_1, Q5_1 (value = d * code + m): the offset times the activation block's code sum is a
-// second multiply-add.
+// Q4_1, Q5_1 (value = d * code + m): m times the activation block's code sum is a second
+// multiply-add.
 template <typename Block, int (*Code)(const Block&, int, int), int kOffset>
 void gemm_32_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo* xinfo, size_t xinfo_stride,
                     int ntok, float* out) {

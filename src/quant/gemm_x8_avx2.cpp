@@ -66,13 +66,16 @@ struct Q4_0x8 {
   static constexpr int kShift = 3, kPerSum = 8;  // offset 8; 8 * 2*15*127 = 30480 fits 16 bits
   static __m256i code(const Block& b, int g) { return nibble_group(b.qs, g); }
 };
-// Five-bit codes of group g (Q5_0, Q5_1): bit g of each qh byte moved to bit 4 by a 16-bit shift
-// (bits 4 of both bytes of a 16-bit lane come from their own byte for shifts up to 4), masked.
+// Bit s (0..7) of every byte moved to bit 4, the other bits cleared: a 16-bit shift suffices,
+// since bit 4 of either byte of a 16-bit lane comes from its own byte for shifts up to 4 left or
+// 3 right. The fifth bits of Q5_0, Q5_1 and Q5_K.
+inline __m256i bit_to_4(__m256i v, int s) {
+  return _mm256_and_si256(s <= 4 ? _mm256_slli_epi16(v, 4 - s) : _mm256_srli_epi16(v, s - 4), _mm256_set1_epi8(0x10));
+}
+// Five-bit codes of group g (Q5_0, Q5_1): bit g of each qh byte is the fifth bit.
 template <typename Block>
 inline __m256i five_bit_group(const Block& b, int g) {
-  const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
-  const __m256i moved = g <= 4 ? _mm256_slli_epi16(qh, 4 - g) : _mm256_srli_epi16(qh, g - 4);
-  return _mm256_or_si256(nibble_group(b.qs, g), _mm256_and_si256(moved, _mm256_set1_epi8(0x10)));
+  return _mm256_or_si256(nibble_group(b.qs, g), bit_to_4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh)), g));
 }
 struct Q5_0x8 {
   using Block = BlockQ5_0x8;
@@ -84,12 +87,12 @@ struct Q5_0x8 {
 // block's code sum is a second multiply-add.
 struct Q4_1x8 {
   using Block = BlockQ4_1x8;
-  static constexpr int kShift = -1, kPerSum = 8;  // kShift < 0: no offset
+  static constexpr int kPerSum = 8;
   static __m256i code(const Block& b, int g) { return nibble_group(b.qs, g); }
 };
 struct Q5_1x8 {
   using Block = BlockQ5_1x8;
-  static constexpr int kShift = -1, kPerSum = 4;
+  static constexpr int kPerSum = 4;
   static __m256i code(const Block& b, int g) { return five_bit_group(b, g); }
 };
 
@@ -131,12 +134,12 @@ void unsigned32_groups(int n, const uint8_t* w, size_t gs, const uint8_t* xq, si
       STRATA_UNROLL for (int t = 0; t < NT; ++t) {
         const Q8BlockInfo& yi = xsum[xss * t + ib];
         const __m256 dy = _mm256_broadcast_ss(&yi.d);
-        if constexpr (F::kShift >= 0) {
-          const __m256i v = _mm256_sub_epi32(s32[j][t], _mm256_slli_epi32(bcast_i32(&yi.sum), F::kShift));
-          acc[j][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(v), acc[j][t]);
-        } else {
+        if constexpr (requires { b[j][ib].m; }) {  // value = d * code + m
           acc[j][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(s32[j][t]), acc[j][t]);
           acc[j][t] = _mm256_fmadd_ps(_mm256_mul_ps(load_d8(b[j][ib].m), dy), _mm256_cvtepi32_ps(bcast_i32(&yi.sum)), acc[j][t]);
+        } else {  // value = d * (code - 2^kShift)
+          const __m256i v = _mm256_sub_epi32(s32[j][t], _mm256_slli_epi32(bcast_i32(&yi.sum), F::kShift));
+          acc[j][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(v), acc[j][t]);
         }
       }
     }
@@ -195,17 +198,13 @@ void gemm_signed32(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const 
 
 // Q4_K, Q5_K: a sub-block's maddubs results (each pair below 2*15*127 for Q4_K, 2*31*128 for
 // Q5_K) sum exactly in 16 bits, eight (Q4_K) or four (Q5_K) at a time; madd then applies the
-// row's 6-bit scale. Q5_K's fifth bits: bit s of a high-bit byte moved to bit 4 by a 16-bit shift
-// (as for Q5_0).
+// row's 6-bit scale. Q5_K's fifth bits: bit s of a high-bit byte moved to bit 4 (bit_to_4).
 template <typename Packed, int NT>
 void gemm_q45_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {
   constexpr bool kFive = requires(const Packed& p) { p.qh; };
   constexpr int kPerSum = kFive ? 4 : 8;
   const auto* b = reinterpret_cast<const Packed*>(w);
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m16 = _mm256_set1_epi8(0x10);
-  auto bit_to_4 = [&](__m256i v, int s) {
-    return _mm256_and_si256(s <= 4 ? _mm256_slli_epi16(v, 4 - s) : _mm256_srli_epi16(v, s - 4), m16);
-  };
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256 acc[NT];
   STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int ib = 0; ib < n / 256; ++ib) {

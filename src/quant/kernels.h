@@ -26,7 +26,7 @@ using DotRowsFn = void (*)(int n, const float* x, const float* rows, int nrows, 
 using QDotMultiFn = void (*)(int n, const void* w, const uint8_t* xq, size_t xq_stride, int ntok, float* out);
 // Formats whose chunks are decoded through table lookups (i-quants, Q2_K, Q3_K, TQ2_0): for
 // prefill, up to 8 weight rows (row_stride bytes apart; missing rows count as zero) are decoded
-// at once into kDecodedX8BlockBytes per 256 values; KernelTable::gemm_decoded8 (a GemmX8Fn taking
+// at once into kDecodedX8BlockBytes per 256 columns; KernelTable::gemm_decoded8 (a GemmX8Fn taking
 // the decoded rows as w) then multiplies them with 1..4 activation rows per call:
 // out[t * 8 + r] is bit-identical to dotq on row r.
 constexpr size_t kDecodedX8BlockBytes = 2880;

@@ -523,7 +523,6 @@ void quantize_row(GgmlType type, const float* x, void* dst, int64_t n) {
   }
 }
 
-// Formats whose quantize_row keeps the min/max rule (see q_q4_0) while quantize_row_best searches.
 void weight_by_importance(const float* importance, int n, float* w) {
   double mean = 0;
   for (int j = 0; j < n; ++j) mean += importance[j];
@@ -532,6 +531,7 @@ void weight_by_importance(const float* importance, int n, float* w) {
     for (int j = 0; j < n; ++j) w[j] *= static_cast<float>(std::max(0.0, importance[j] / mean) + 0.01);
 }
 
+// Formats whose quantize_row keeps the min/max rule (see q_q4_0) while quantize_row_best searches.
 bool is_fast_rule_format(GgmlType type) {
   return type == GgmlType::Q4_0 || type == GgmlType::Q5_0 || type == GgmlType::IQ4_NL || type == GgmlType::IQ4_XS;
 }
