@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-60}"
 dir=build-fuzz
-CC=clang CXX=clang++ cmake -S . -B $dir -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_FUZZ=ON -DSTRATA_TESTS=OFF \
+CC=clang CXX=clang++ cmake -S . -B $dir -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" -DSTRATA_FUZZ=ON -DSTRATA_TESTS=OFF \
   -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined" >/dev/null
 cmake --build $dir -j"${JOBS:-2}" --target fuzz_gguf fuzz_requests
 mkdir -p $dir/corpus
