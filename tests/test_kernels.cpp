@@ -201,7 +201,7 @@ TEST_P(IntKernelParity, DecodedRowsGiveTheSingleRowBits) {
 // Through matmul: a 9-token batch (decoded rows) and the tokens one at a time give the same bits.
 TEST(Ops, LookupFormatBatchesMatchSingleTokens) {
   const int rows = 21, cols = 512, ntok = 9;
-  for (GgmlType t : {GgmlType::IQ2_XS, GgmlType::IQ3_S, GgmlType::Q3_K, GgmlType::Q2_K}) {
+  for (GgmlType t : {GgmlType::IQ2_XS, GgmlType::IQ3_S, GgmlType::Q3_K, GgmlType::Q2_K, GgmlType::TQ1_0}) {
     auto w = randn(rows * cols, 5);
     const size_t rb = row_bytes(t, cols);
     std::vector<uint8_t> wq(rb * rows);
@@ -653,7 +653,8 @@ TEST(Kernels, DispatchPicksTheBestTableForThisCpu) {
 // importance-weighted error is lower with it than without.
 TEST(QuantizerImportance, LowersTheImportanceWeightedError) {
   for (GgmlType t : {GgmlType::IQ2_XS, GgmlType::IQ3_XXS, GgmlType::IQ1_M, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
-                     GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::IQ4_NL, GgmlType::IQ4_XS}) {
+                     GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
+                     GgmlType::IQ4_NL, GgmlType::IQ4_XS}) {
     ASSERT_TRUE(uses_importance(t)) << type_name(t);
     const int n = 256 * 16;
     auto x = randn(n, 71);
@@ -679,7 +680,7 @@ TEST(QuantizerImportance, LowersTheImportanceWeightedError) {
   auto x = randn(n, 73);
   std::vector<float> imp(n, 1.f);
   imp[3] = 100.f;
-  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_1, GgmlType::Q5_1}) {
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::TQ2_0}) {
     ASSERT_FALSE(uses_importance(t)) << type_name(t);
     std::vector<uint8_t> plain(row_bytes(t, n)), weighted(plain.size());
     quantize_row(t, x.data(), plain.data(), n);
@@ -693,7 +694,7 @@ TEST(QuantizerImportance, LowersTheImportanceWeightedError) {
 TEST(QuantizerSearch, BeatsTheMinMaxRule) {
   const int n = 256 * 16;
   auto x = randn(n, 74);
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::IQ4_NL, GgmlType::IQ4_XS}) {
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::IQ4_NL, GgmlType::IQ4_XS}) {
     std::vector<uint8_t> fast(row_bytes(t, n)), best(fast.size());
     quantize_row(t, x.data(), fast.data(), n);
     quantize_row_best(t, x.data(), best.data(), n);

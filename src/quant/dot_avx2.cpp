@@ -514,30 +514,6 @@ void dotq_multi(int n, const void* w, const uint8_t* xq, size_t stride, int ntok
 }
 
 // ---- i-quants and ternary formats on Q8_K activations ----
-// The block is unpacked once into signed codes and sixteen scales (dequant_blocks.h, table
-// lookups), then each activation row is multiplied with int8 dot instructions. A 32-value chunk
-// yields 8 int32 lanes: lanes 0-3 hold its first 16 products, lanes 4-7 the second 16, so one
-// scale vector covers both halves.
-template <typename Block, void (*Unpack)(const Block&, int8_t*, float*), int NT>
-void dotq_unpacked_n(int n, const Block* b, const uint8_t* xq, size_t stride, float* out) {
-  __m256 acc[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
-  alignas(32) int8_t q[256];
-  float sc[16];
-  for (int i = 0; i < n / 256; ++i) {
-    Unpack(b[i], q, sc);
-    for (int t = 0; t < NT; ++t) {
-      const BlockQ8_K& y = reinterpret_cast<const BlockQ8_K*>(xq + t * stride)[i];
-      for (int c = 0; c < 8; ++c) {
-        const __m256i p = dot_i8x32(_mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * c)), load32(y.qs + 32 * c));
-        const __m256 s = _mm256_set_ps(sc[2 * c + 1], sc[2 * c + 1], sc[2 * c + 1], sc[2 * c + 1], sc[2 * c], sc[2 * c], sc[2 * c], sc[2 * c]);
-        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(s, _mm256_set1_ps(y.d)), _mm256_cvtepi32_ps(p), acc[t]);
-      }
-    }
-  }
-  for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]);
-}
-
 // Integer sub-scales (one per 16 values) weight the int16 products through madd, so each
 // block needs a single float multiply per activation row. Lane layout: a chunk's first 16
 // values land in the low 128 bits, the second 16 in the high; `scale_pair` broadcasts the two
@@ -666,7 +642,7 @@ struct ChunkIQ3_S {
   }
 };
 
-// Formats whose codes are signed bytes built per 32-value chunk (IQ1_*, IQ4_XS, TQ2_0): the
+// Formats whose codes are signed bytes built per 32-value chunk (IQ1_*, IQ4_XS, TQ1_0, TQ2_0): the
 // chunk is multiplied with dot_i8x32.
 // 8 * g per byte for g in {-1, 0, 1}: a 16-bit shift, with the bits it carries across bytes masked off.
 inline __m256i times8(__m256i g) { return _mm256_and_si256(_mm256_slli_epi16(g, 3), _mm256_set1_epi8(static_cast<char>(0xF8))); }
@@ -734,6 +710,47 @@ struct ChunkTQ2_0 {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * (c / 4)));
     const __m256i two = _mm256_and_si256(_mm256_srlv_epi32(v, _mm256_set1_epi32(2 * (c % 4))), _mm256_set1_epi8(3));
     return _mm256_sub_epi8(two, _mm256_set1_epi8(1));
+  }
+};
+
+// TQ1_0: five base-3 digits per byte, read as a fixed-point fraction as in unpack_tq1_0: digit k
+// of byte x is ((x * 3^k mod 256) * 3) >> 8, here on the even and odd bytes' 16-bit lanes, with
+// one multiplier per lane (m).
+inline __m256i base3_digits(__m256i v, __m256i m) {
+  const __m256i low = _mm256_set1_epi16(0x00FF), three = _mm256_set1_epi16(3);
+  __m256i e = _mm256_and_si256(_mm256_mullo_epi16(_mm256_and_si256(v, low), m), low);
+  __m256i o = _mm256_and_si256(_mm256_mullo_epi16(_mm256_srli_epi16(v, 8), m), low);
+  e = _mm256_srli_epi16(_mm256_mullo_epi16(e, three), 8);
+  o = _mm256_srli_epi16(_mm256_mullo_epi16(o, three), 8);
+  return _mm256_or_si256(e, _mm256_slli_epi16(o, 8));
+}
+struct ChunkTQ1_0 {
+  using Block = BlockTQ1_0;
+  static __m256i scales(const Block& b, float& d) {
+    d = h2f(b.d);
+    return _mm256_set1_epi16(1);
+  }
+  // Values 32k + j (k < 5) are digit k of qs[j]; 160 + 16k + j are digit k of qs[32 + j];
+  // 240 + 4k + j are digit k of qh[j].
+  static __m256i codes(const Block& b, int c, const iq::Tables&) {
+    __m256i v, m;
+    if (c < 5) {
+      v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
+      m = _mm256_set1_epi16(static_cast<int16_t>(c == 0 ? 1 : c == 1 ? 3 : c == 2 ? 9 : c == 3 ? 27 : 81));
+    } else {
+      const __m128i tail = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 32));
+      if (c == 7) {
+        uint32_t h;
+        std::memcpy(&h, b.qh, 4);
+        v = _mm256_set_m128i(_mm_set1_epi32(static_cast<int>(h)), tail);
+        m = _mm256_set_m128i(_mm_setr_epi16(1, 1, 3, 3, 9, 9, 27, 27), _mm_set1_epi16(81));
+      } else {
+        v = _mm256_set_m128i(tail, tail);
+        m = c == 5 ? _mm256_set_m128i(_mm_set1_epi16(3), _mm_set1_epi16(1))
+                   : _mm256_set_m128i(_mm_set1_epi16(27), _mm_set1_epi16(9));
+      }
+    }
+    return _mm256_sub_epi8(base3_digits(v, m), _mm256_set1_epi8(1));
   }
 };
 
@@ -806,7 +823,7 @@ inline void chunk_products(__m256i a, __m256i s, __m256i sc, const uint8_t* xq, 
 inline float block_step(float d, float yd, int total, float acc) { return std::fma(d * yd, static_cast<float>(total), acc); }
 
 // The driver of every 256-value format with one integer sub-scale per 16 values (the i-quants,
-// TQ2_0, Q2_K, Q3_K): per chunk, maddubs(magnitudes, activations signed by the sign source), then
+// TQ1_0, TQ2_0, Q2_K, Q3_K): per chunk, maddubs(magnitudes, activations signed by the sign source), then
 // madd with the sub-scales; per block, the integer total times the block factor.
 template <typename F, int NT>
 void dotq_codes_n(int n, const typename F::Block* b, const uint8_t* xq, size_t stride, float* out) {
@@ -994,24 +1011,6 @@ void dotq_codes_multi(int n, const void* w, const uint8_t* xq, size_t stride, in
   }
 }
 
-template <typename Block, void (*Unpack)(const Block&, int8_t*, float*)>
-float dotq_unpacked(int n, const void* w, const void* xq) {
-  float out;
-  dotq_unpacked_n<Block, Unpack, 1>(n, static_cast<const Block*>(w), static_cast<const uint8_t*>(xq), 0, &out);
-  return out;
-}
-
-template <typename Block, void (*Unpack)(const Block&, int8_t*, float*)>
-void dotq_unpacked_multi(int n, const void* w, const uint8_t* xq, size_t stride, int ntok, float* out) {
-  const Block* b = static_cast<const Block*>(w);
-  switch (ntok) {
-    case 1: dotq_unpacked_n<Block, Unpack, 1>(n, b, xq, stride, out); break;
-    case 2: dotq_unpacked_n<Block, Unpack, 2>(n, b, xq, stride, out); break;
-    case 3: dotq_unpacked_n<Block, Unpack, 3>(n, b, xq, stride, out); break;
-    default: dotq_unpacked_n<Block, Unpack, 4>(n, b, xq, stride, out); break;
-  }
-}
-
 }  // namespace
 
 void fill_avx2_int_kernels(KernelTable& t) {
@@ -1032,22 +1031,19 @@ void fill_avx2_int_kernels(KernelTable& t) {
   t.dotq_multi[static_cast<int>(GgmlType::Q4_K)] = dotq_q45_k_multi<BlockQ4_K, false>;
   t.dotq_multi[static_cast<int>(GgmlType::Q5_K)] = dotq_q45_k_multi<BlockQ5_K, true>;
   t.dotq_multi[static_cast<int>(GgmlType::Q6_K)] = dotq_q6_k_multi;
-  // TQ1_0's base-3 digits have no chunked decoder: its blocks are unpacked whole.
-  t.dotq[static_cast<int>(GgmlType::TQ1_0)] = dotq_unpacked<BlockTQ1_0, unpack_tq1_0>;
-  t.dotq_multi[static_cast<int>(GgmlType::TQ1_0)] = dotq_unpacked_multi<BlockTQ1_0, unpack_tq1_0>;
   // Chunked kernels instead of a full unpack.
 #define STRATA_CODES(T)                                                  \
   t.dotq[static_cast<int>(GgmlType::T)] = dotq_codes<Chunk##T>;          \
   t.dotq_multi[static_cast<int>(GgmlType::T)] = dotq_codes_multi<Chunk##T>;
   STRATA_CODES(IQ2_XXS) STRATA_CODES(IQ2_XS) STRATA_CODES(IQ2_S) STRATA_CODES(IQ3_XXS) STRATA_CODES(IQ3_S)
-  STRATA_CODES(IQ1_S) STRATA_CODES(IQ1_M) STRATA_CODES(IQ4_XS) STRATA_CODES(TQ2_0) STRATA_CODES(Q2_K) STRATA_CODES(Q3_K)
+  STRATA_CODES(IQ1_S) STRATA_CODES(IQ1_M) STRATA_CODES(IQ4_XS) STRATA_CODES(TQ1_0) STRATA_CODES(TQ2_0) STRATA_CODES(Q2_K) STRATA_CODES(Q3_K)
 #undef STRATA_CODES
   // Prefill of the lookup-bound formats: 8 rows decoded at once.
 #define STRATA_DECODED(T)                                                         \
   t.decode_rows8[static_cast<int>(GgmlType::T)] = decode_rows8_codes<Chunk##T>; \
   t.gemm_decoded8[static_cast<int>(GgmlType::T)] = gemm_decoded8<has_min<Chunk##T>>;
   STRATA_DECODED(IQ2_XXS) STRATA_DECODED(IQ2_XS) STRATA_DECODED(IQ2_S) STRATA_DECODED(IQ3_XXS) STRATA_DECODED(IQ3_S)
-  STRATA_DECODED(IQ1_S) STRATA_DECODED(IQ1_M) STRATA_DECODED(TQ2_0) STRATA_DECODED(Q3_K) STRATA_DECODED(Q2_K)
+  STRATA_DECODED(IQ1_S) STRATA_DECODED(IQ1_M) STRATA_DECODED(TQ1_0) STRATA_DECODED(TQ2_0) STRATA_DECODED(Q3_K) STRATA_DECODED(Q2_K)
 #undef STRATA_DECODED
 }
 

@@ -24,7 +24,7 @@ using ExpShiftFn = void (*)(int n, const float* x, float shift, float* out);  //
 // out[r] = rows[r * n .. r * n + n) . x for r < nrows
 using DotRowsFn = void (*)(int n, const float* x, const float* rows, int nrows, float* out);
 using QDotMultiFn = void (*)(int n, const void* w, const uint8_t* xq, size_t xq_stride, int ntok, float* out);
-// Formats whose chunks are decoded through table lookups (i-quants, Q2_K, Q3_K, TQ2_0): for
+// Formats whose chunks are decoded through table lookups (i-quants, Q2_K, Q3_K, TQ1_0, TQ2_0): for
 // prefill, up to 8 weight rows (row_stride bytes apart; missing rows count as zero) are decoded
 // at once into kDecodedX8BlockBytes per 256 columns; KernelTable::gemm_decoded8 (a GemmX8Fn taking
 // the decoded rows as w) then multiplies them with 1..4 activation rows per call:

@@ -1,8 +1,8 @@
 // Reference quantizers. Most produce valid blocks with round-to-nearest codes and a min/max scale
 // choice. The K-quants (Q2_K to Q6_K) search their sub-block scales for the least weighted squared
 // error (block_weights, times the column importance when an importance matrix is given); so do Q4_0,
-// Q5_0, IQ4_NL and IQ4_XS in quantize_row_best (model quantization), while their quantize_row keeps
-// the fast min/max rule for the KV cache. The round-trip tests bound their error.
+// Q4_1, Q5_0, Q5_1, IQ4_NL and IQ4_XS in quantize_row_best (model quantization), while their
+// quantize_row keeps the fast min/max rule for the KV cache. The round-trip tests bound their error.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -58,8 +58,15 @@ void block_weights(const float* x, const float* importance, float* w, int n = 25
 // Weighted least squares for x ~ scale * L - min (codes L in 0..nmax, min >= 0): inverse scales
 // around nmax / (max - min) are tried, the codes rounded at each, (scale, min) refitted to them,
 // and the fit with the least weighted squared error kept (the min/max rule is the first candidate).
-void fit_scale_min(const float* x, const float* w, int n, int nmax, float& scale, float& min) {
-  subblock_scale_min(x, n, nmax, scale, min);
+// signed_min: min may take either sign (Q4_1, Q5_1 store the offset as a float; the K-quants'
+// 6-bit mins cannot be negative).
+void fit_scale_min(const float* x, const float* w, int n, int nmax, float& scale, float& min, bool signed_min = false) {
+  if (signed_min) {
+    const float mn = *std::min_element(x, x + n), mx = *std::max_element(x, x + n);
+    scale = (mx - mn) / nmax, min = -mn;
+  } else {
+    subblock_scale_min(x, n, nmax, scale, min);
+  }
   const float lo = -min, range = scale * nmax;
   if (range <= 0) return;
   auto error = [&](float a, float m) {
@@ -83,7 +90,7 @@ void fit_scale_min(const float* x, const float* w, int n, int nmax, float& scale
     const double det = sw * sll - sl * sl;
     if (det <= 0) continue;
     double a = (sw * slx - sl * sx) / det, off = (sll * sx - sl * slx) / det;  // x ~ a * q + off
-    if (off > 0) off = 0, a = sll > 0 ? slx / sll : 0;  // the stored min cannot be negative
+    if (off > 0 && !signed_min) off = 0, a = sll > 0 ? slx / sll : 0;  // the stored min cannot be negative
     if (!(a > 0)) continue;
     const double e = error(static_cast<float>(a), static_cast<float>(-off));
     if (e < best) best = e, scale = static_cast<float>(a), min = static_cast<float>(-off);
@@ -185,17 +192,35 @@ void q_q4_0(const float* x, BlockQ4_0* b, int64_t nb, bool search, const float* 
     }
   }
 }
-void q_q4_1(const float* x, BlockQ4_1* b, int64_t nb) {
+// Q4_1, Q5_1: value = d * code + m. search: the weighted fit of (d, m) (fit_scale_min with a
+// signed offset), the codes rounded at the stored half-precision d and m; else the min/max rule.
+template <typename Block, int kNmax>
+void q_offset_block(const float* x, Block& b, bool search, const float* importance, int* codes) {
+  float d, m;
+  if (search) {
+    float w[32], negm;
+    block_weights(x, importance, w, 32);
+    fit_scale_min(x, w, 32, kNmax, d, negm, true);
+    b.d = fp32_to_fp16(d);
+    b.m = fp32_to_fp16(-negm);
+    d = fp16_to_fp32(b.d), m = fp16_to_fp32(b.m);
+    const float id = d ? 1.f / d : 0.f;
+    for (int j = 0; j < 32; ++j) codes[j] = std::clamp(nearest_int((x[j] - m) * id), 0, kNmax);
+    return;
+  }
+  m = *std::min_element(x, x + 32);
+  const float mx = *std::max_element(x, x + 32);
+  d = (mx - m) / kNmax;
+  const float id = d ? 1.f / d : 0.f;
+  b.d = fp32_to_fp16(d);
+  b.m = fp32_to_fp16(m);
+  for (int j = 0; j < 32; ++j) codes[j] = std::min(kNmax, static_cast<int>((x[j] - m) * id + 0.5f));
+}
+void q_q4_1(const float* x, BlockQ4_1* b, int64_t nb, bool search, const float* importance) {
   for (int64_t i = 0; i < nb; ++i, x += 32) {
-    float mn = *std::min_element(x, x + 32), mx = *std::max_element(x, x + 32);
-    float d = (mx - mn) / 15, id = d ? 1.f / d : 0.f;
-    b[i].d = fp32_to_fp16(d);
-    b[i].m = fp32_to_fp16(mn);
-    for (int j = 0; j < 16; ++j) {
-      int a = std::min(15, static_cast<int>((x[j] - mn) * id + 0.5f));
-      int c = std::min(15, static_cast<int>((x[j + 16] - mn) * id + 0.5f));
-      b[i].qs[j] = static_cast<uint8_t>(a | (c << 4));
-    }
+    int q[32];
+    q_offset_block<BlockQ4_1, 15>(x, b[i], search, importance ? importance + 32 * i : nullptr, q);
+    for (int j = 0; j < 16; ++j) b[i].qs[j] = static_cast<uint8_t>(q[j] | (q[j + 16] << 4));
   }
 }
 void q_q5_0(const float* x, BlockQ5_0* b, int64_t nb, bool search, const float* importance) {
@@ -215,19 +240,15 @@ void q_q5_0(const float* x, BlockQ5_0* b, int64_t nb, bool search, const float* 
     std::memcpy(b[i].qh, &qh, 4);
   }
 }
-void q_q5_1(const float* x, BlockQ5_1* b, int64_t nb) {
+void q_q5_1(const float* x, BlockQ5_1* b, int64_t nb, bool search, const float* importance) {
   for (int64_t i = 0; i < nb; ++i, x += 32) {
-    float mn = *std::min_element(x, x + 32), mx = *std::max_element(x, x + 32);
-    float d = (mx - mn) / 31, id = d ? 1.f / d : 0.f;
-    b[i].d = fp32_to_fp16(d);
-    b[i].m = fp32_to_fp16(mn);
+    int q[32];
+    q_offset_block<BlockQ5_1, 31>(x, b[i], search, importance ? importance + 32 * i : nullptr, q);
     uint32_t qh = 0;
     for (int j = 0; j < 16; ++j) {
-      int a = std::min(31, static_cast<int>((x[j] - mn) * id + 0.5f));
-      int c = std::min(31, static_cast<int>((x[j + 16] - mn) * id + 0.5f));
-      b[i].qs[j] = static_cast<uint8_t>((a & 0xF) | ((c & 0xF) << 4));
-      qh |= static_cast<uint32_t>((a & 0x10) >> 4) << j;
-      qh |= static_cast<uint32_t>((c & 0x10) >> 4) << (j + 16);
+      b[i].qs[j] = static_cast<uint8_t>((q[j] & 0xF) | ((q[j + 16] & 0xF) << 4));
+      qh |= static_cast<uint32_t>((q[j] & 0x10) >> 4) << j;
+      qh |= static_cast<uint32_t>((q[j + 16] & 0x10) >> 4) << (j + 16);
     }
     std::memcpy(b[i].qh, &qh, 4);
   }
@@ -505,9 +526,9 @@ void quantize_row(GgmlType type, const float* x, void* dst, int64_t n) {
     case GgmlType::F16: for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = fp32_to_fp16(x[i]); break;
     case GgmlType::BF16: for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = fp32_to_bf16(x[i]); break;
     case GgmlType::Q4_0: q_q4_0(x, static_cast<BlockQ4_0*>(dst), nb, false, nullptr); break;
-    case GgmlType::Q4_1: q_q4_1(x, static_cast<BlockQ4_1*>(dst), nb); break;
+    case GgmlType::Q4_1: q_q4_1(x, static_cast<BlockQ4_1*>(dst), nb, false, nullptr); break;
     case GgmlType::Q5_0: q_q5_0(x, static_cast<BlockQ5_0*>(dst), nb, false, nullptr); break;
-    case GgmlType::Q5_1: q_q5_1(x, static_cast<BlockQ5_1*>(dst), nb); break;
+    case GgmlType::Q5_1: q_q5_1(x, static_cast<BlockQ5_1*>(dst), nb, false, nullptr); break;
     case GgmlType::Q8_0: q_q8_0(x, static_cast<BlockQ8_0*>(dst), nb); break;
     case GgmlType::IQ4_NL: q_iq4_nl(x, static_cast<BlockIQ4_NL*>(dst), nb, false, nullptr); break;
     case GgmlType::Q2_K: q_q2_k(x, static_cast<BlockQ2_K*>(dst), nb, nullptr); break;
@@ -533,13 +554,15 @@ void weight_by_importance(const float* importance, int n, float* w) {
 
 // Formats whose quantize_row keeps the min/max rule (see q_q4_0) while quantize_row_best searches.
 bool is_fast_rule_format(GgmlType type) {
-  return type == GgmlType::Q4_0 || type == GgmlType::Q5_0 || type == GgmlType::IQ4_NL || type == GgmlType::IQ4_XS;
+  return type == GgmlType::Q4_0 || type == GgmlType::Q4_1 || type == GgmlType::Q5_0 || type == GgmlType::Q5_1 ||
+         type == GgmlType::IQ4_NL || type == GgmlType::IQ4_XS;
 }
 
 bool uses_importance(GgmlType type) {
   switch (type) {
     case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
-    case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::IQ4_NL: case GgmlType::IQ4_XS:
+    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::IQ4_NL:
+    case GgmlType::IQ4_XS:
       return true;
     default: return is_lattice_iquant(type);
   }
@@ -552,7 +575,9 @@ void quantize_row_best(GgmlType type, const float* x, void* dst, int64_t n, cons
   const int64_t nb = n / type_info(type).block_size;
   switch (type) {
     case GgmlType::Q4_0: q_q4_0(x, static_cast<BlockQ4_0*>(dst), nb, true, importance); break;
+    case GgmlType::Q4_1: q_q4_1(x, static_cast<BlockQ4_1*>(dst), nb, true, importance); break;
     case GgmlType::Q5_0: q_q5_0(x, static_cast<BlockQ5_0*>(dst), nb, true, importance); break;
+    case GgmlType::Q5_1: q_q5_1(x, static_cast<BlockQ5_1*>(dst), nb, true, importance); break;
     case GgmlType::IQ4_NL: q_iq4_nl(x, static_cast<BlockIQ4_NL*>(dst), nb, true, importance); break;
     case GgmlType::IQ4_XS: q_iq4_xs(x, static_cast<BlockIQ4_XS*>(dst), nb, true, importance); break;
     case GgmlType::Q2_K: q_q2_k(x, static_cast<BlockQ2_K*>(dst), nb, importance); break;
