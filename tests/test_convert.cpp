@@ -23,6 +23,17 @@ std::string temp_path(const std::string& name) {
   return (fs::temp_directory_path() / ("strata_convert_" + std::to_string(::getpid()) + "_" + name)).string();
 }
 
+// A file removed when the test process ends (for files a whole test suite shares).
+struct TempFile {
+  std::string path;
+  TempFile(std::string p) : path(std::move(p)) {}
+  TempFile(const TempFile&) = delete;
+  ~TempFile() {
+    std::error_code ec;
+    fs::remove(path, ec);
+  }
+};
+
 convert::SynthOptions tiny(const std::string& arch, const std::string& type = "F32") {
   convert::SynthOptions o;
   o.arch = arch;
@@ -149,11 +160,12 @@ struct FormatBound {
 class QuantizeQuality : public ::testing::TestWithParam<FormatBound> {};
 
 TEST_P(QuantizeQuality, KlAndTop1AgainstTheFloatModel) {
-  static const std::string ref = [] {
+  static const TempFile ref_file{[] {
     auto p = temp_path("ref-f32.gguf");
     convert::synth_model(tiny("llama", "F32"), p, nullptr);
     return p;
-  }();
+  }()};
+  const std::string& ref = ref_file.path;
   std::mt19937 rng(3);
   std::vector<int32_t> ids(96);
   for (auto& id : ids) id = static_cast<int32_t>(rng() % 512);
