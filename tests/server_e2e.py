@@ -2,6 +2,7 @@
 """End-to-end tests of `strata serve` with real clients: the openai and anthropic Python
 packages, curl for raw SSE framing, raw sockets for disconnects and bad input.
 Usage: server_e2e.py STRATA_BINARY MODEL.gguf. Exit 77 (ctest: skipped) without the clients."""
+import collections
 import concurrent.futures as cf
 import json
 import os
@@ -25,6 +26,7 @@ except ImportError as e:
 
 STRATA, MODEL = sys.argv[1], sys.argv[2]
 passed, failed = 0, 0
+SERVERS = []  # every server started, the latest last
 
 
 def check(name, cond, detail=""):
@@ -35,6 +37,8 @@ def check(name, cond, detail=""):
     else:
         failed += 1
         print(f"FAIL {name} {detail}")
+        if SERVERS:
+            print("  the server's last log lines:\n" + "".join("    " + line for line in list(SERVERS[-1].log)), flush=True)
 
 
 class Server:
@@ -47,7 +51,10 @@ class Server:
             raise RuntimeError("server did not start: " + line + self.proc.stderr.read())
         self.port = int(m.group(2))
         self.base = f"http://127.0.0.1:{self.port}"
-        threading.Thread(target=self.proc.stderr.read, daemon=True).start()  # drain
+        # Drain the server's log, keeping its tail for the report of a failed check.
+        self.log = collections.deque(maxlen=40)
+        threading.Thread(target=lambda: self.log.extend(self.proc.stderr), daemon=True).start()
+        SERVERS.append(self)
         deadline = time.time() + 60
         while time.time() < deadline:
             try:
