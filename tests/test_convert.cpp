@@ -322,5 +322,24 @@ TEST(Imatrix, CollectsTheInputsOfEveryProjection) {
   double mean_kl = 0;
   for (size_t t = 0; t < ids.size(); ++t) mean_kl += kl(want.data() + t * 512, got.data() + t * 512, 512) / ids.size();
   EXPECT_LT(mean_kl, 0.45);
+
+  // --process-output: the output matrix gets an entry too (every token's logits computed), and
+  // quantizing with it leaves no tensor without one.
+  o.process_output = true;
+  const auto mo = convert::collect_imatrix(o, nullptr);
+  const std::string output = f->find_tensor("output.weight") ? "output.weight" : "token_embd.weight";
+  ASSERT_TRUE(mo.entries.count(output));
+  EXPECT_EQ(mo.entries.at(output).count, 3 * 32);
+  EXPECT_EQ(static_cast<int64_t>(mo.entries.at(output).sum2.size()), f->find_tensor(output)->ne[0]);
+  EXPECT_EQ(static_cast<int>(mo.entries.size()), n_projections + 1);
+  // The final norm's output, not any projection's input: its sums differ from every other entry's.
+  for (const auto& [name, e] : mo.entries) {
+    if (name == output) continue;
+    EXPECT_NE(e.sum2, mo.entries.at(output).sum2) << name;
+  }
+  EXPECT_EQ(mo.entries.at("blk.0.attn_q.weight").sum2, m.entries.at("blk.0.attn_q.weight").sum2);
+  const auto report_o = convert::quantize_model(model, out, convert::file_type_by_name("IQ2_XS"), 2, nullptr, &mo);
+  EXPECT_EQ(report_o.without_importance, 0);
+  EXPECT_EQ(report_o.with_importance, report.with_importance + 1);
   for (const auto& p : {model, text, im, out}) fs::remove(p);
 }

@@ -52,7 +52,7 @@ void add_quantize(CLI::App& app) {
   cmd->add_option("--type", o->type, "Target: " + convert::file_type_names())->required();
   cmd->add_option("-t,--threads", o->threads, "Threads (default: physical cores)");
   cmd->add_option("--imatrix", o->imatrix, "Importance matrix (strata imatrix or llama.cpp's, GGUF or .dat): "
-                  "weights the quantizers' error search (i-quants, K-quants, Q4_0, Q5_0, IQ4)");
+                  "weights the quantizers' error search (i-quants, K-quants, Q4_0, Q4_1, Q5_0, Q5_1, IQ4)");
   cmd->add_flag("-v,--verbose", o->verbose, "Print each tensor's format");
   cmd->callback([o] { run_quantize(*o); });
 }
@@ -68,6 +68,8 @@ void add_imatrix(CLI::App& app) {
       ->capture_default_str()->check(CLI::Range(2, 1 << 20));
   cmd->add_option("--chunks", o->max_chunks, "Use at most this many chunks (default: all)")->check(CLI::NonNegativeNumber);
   cmd->add_option("-t,--threads", o->n_threads, "Threads (default: physical cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--process-output", o->process_output,
+                "Also collect the output matrix (every token's logits are computed: slower, more memory)");
   cmd->callback([o, out] {
     auto m = convert::collect_imatrix(*o, stderr);
     convert::save_imatrix(m, *out);

@@ -178,8 +178,10 @@ Imatrix collect_imatrix(const ImatrixOptions& o, std::FILE* log) {
   m.datasets.push_back(o.text_file);
   m.chunk_size = static_cast<uint32_t>(o.chunk_size);
   Collector c;
+  const std::string output_name = model->file().find_tensor("output.weight") ? "output.weight" : "token_embd.weight";
   for (const auto& t : model->file().tensors()) {
-    if (t.name.rfind("blk.", 0) != 0 || t.n_dims != 2) continue;
+    const bool wanted = t.name.rfind("blk.", 0) == 0 || (o.process_output && t.name == output_name);
+    if (!wanted || t.n_dims != 2) continue;
     ImatrixEntry& e = m.entries[t.name];
     e.sum2.assign(static_cast<size_t>(t.ne[0]), 0.0);
     c.by_data[t.data] = &e;
@@ -196,7 +198,7 @@ Imatrix collect_imatrix(const ImatrixOptions& o, std::FILE* log) {
       if (bos) chunk.push_back(tk->bos());
       for (size_t i = k * per_chunk; i < (k + 1) * per_chunk; ++i) chunk.push_back(ids[i]);
       engine::Session s(*model, so);
-      s.eval(chunk);
+      s.eval(chunk, o.process_output);
       m.chunk_count = static_cast<uint32_t>(k + 1);
       if (log) {
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -40,6 +40,9 @@ void save_imatrix(const Imatrix& m, const std::string& path);  // GGUF
 struct ImatrixOptions {
   std::string model, text_file;
   int chunk_size = 512, max_chunks = 0, n_threads = 0;
+  // Also the output matrix (output.weight, or token_embd.weight when tied): every token's logits
+  // are then computed, as llama.cpp's --process-output does.
+  bool process_output = false;
 };
 Imatrix collect_imatrix(const ImatrixOptions& o, std::FILE* log);
 
