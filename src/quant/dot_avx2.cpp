@@ -700,12 +700,16 @@ struct ChunkIQ4_XS {
     return _mm256_shuffle_epi8(_mm256_set_m128i(t128, t128), nibbles32(b.qs + 16 * c));
   }
 };
-struct ChunkTQ2_0 {
-  using Block = BlockTQ2_0;
+// The ternary formats: one factor per block, every sub-scale 1.
+template <typename B>
+struct TernaryScales {
+  using Block = B;
   static __m256i scales(const Block& b, float& d) {
     d = h2f(b.d);
     return _mm256_set1_epi16(1);
   }
+};
+struct ChunkTQ2_0 : TernaryScales<BlockTQ2_0> {
   static __m256i codes(const Block& b, int c, const iq::Tables&) {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * (c / 4)));
     const __m256i two = _mm256_and_si256(_mm256_srlv_epi32(v, _mm256_set1_epi32(2 * (c % 4))), _mm256_set1_epi8(3));
@@ -724,12 +728,7 @@ inline __m256i base3_digits(__m256i v, __m256i m) {
   o = _mm256_srli_epi16(_mm256_mullo_epi16(o, three), 8);
   return _mm256_or_si256(e, _mm256_slli_epi16(o, 8));
 }
-struct ChunkTQ1_0 {
-  using Block = BlockTQ1_0;
-  static __m256i scales(const Block& b, float& d) {
-    d = h2f(b.d);
-    return _mm256_set1_epi16(1);
-  }
+struct ChunkTQ1_0 : TernaryScales<BlockTQ1_0> {
   // Values 32k + j (k < 5) are digit k of qs[j]; 160 + 16k + j are digit k of qs[32 + j];
   // 240 + 4k + j are digit k of qh[j].
   static __m256i codes(const Block& b, int c, const iq::Tables&) {
