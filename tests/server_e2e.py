@@ -26,7 +26,7 @@ except ImportError as e:
 
 STRATA, MODEL = sys.argv[1], sys.argv[2]
 passed, failed = 0, 0
-SERVERS = []  # every server started, the latest last
+SERVERS = []  # the servers running, the latest last
 
 
 def check(name, cond, detail=""):
@@ -65,6 +65,7 @@ class Server:
         raise RuntimeError("server never became healthy")
 
     def stop(self):
+        SERVERS.remove(self)
         self.proc.terminate()
         try:
             self.proc.wait(10)

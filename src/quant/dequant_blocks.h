@@ -297,12 +297,12 @@ static inline void unpack_iq4_xs(const BlockIQ4_XS& b, int8_t* q, float* sc) {
     }
   }
 }
+// TQ1_0 packs five base-3 digits per byte, read as a fixed-point fraction: digit k is the top
+// bits of (byte * 3^k mod 256) * 3.
+inline constexpr uint8_t kTq1Pow3[5] = {1, 3, 9, 27, 81};
 static inline void unpack_tq1_0(const BlockTQ1_0& b, int8_t* q, float* sc) {
-  // Five base-3 digits per byte, read as a fixed-point fraction: digit k is the top bits of
-  // (byte * 3^k mod 256) * 3.
-  static constexpr uint8_t pow3[5] = {1, 3, 9, 27, 81};
   auto digit = [](uint8_t byte, int k) {
-    return static_cast<int8_t>(((static_cast<uint8_t>(byte * pow3[k]) * 3) >> 8) - 1);
+    return static_cast<int8_t>(((static_cast<uint8_t>(byte * kTq1Pow3[k]) * 3) >> 8) - 1);
   };
   const float d = fp16_to_fp32(b.d);
   for (int g = 0; g < 16; ++g) sc[g] = d;

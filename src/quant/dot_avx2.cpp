@@ -717,9 +717,8 @@ struct ChunkTQ2_0 : TernaryScales<BlockTQ2_0> {
   }
 };
 
-// TQ1_0: five base-3 digits per byte, read as a fixed-point fraction as in unpack_tq1_0: digit k
-// of byte x is ((x * 3^k mod 256) * 3) >> 8, here on the even and odd bytes' 16-bit lanes, with
-// one multiplier per lane (m).
+// TQ1_0's base-3 digits as in unpack_tq1_0 (digit k of byte x is ((x * 3^k mod 256) * 3) >> 8),
+// here on the even and odd bytes' 16-bit lanes, with one multiplier 3^k per lane (m).
 inline __m256i base3_digits(__m256i v, __m256i m) {
   const __m256i low = _mm256_set1_epi16(0x00FF), three = _mm256_set1_epi16(3);
   __m256i e = _mm256_and_si256(_mm256_mullo_epi16(_mm256_and_si256(v, low), m), low);
@@ -735,7 +734,7 @@ struct ChunkTQ1_0 : TernaryScales<BlockTQ1_0> {
     __m256i v, m;
     if (c < 5) {
       v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
-      m = _mm256_set1_epi16(static_cast<int16_t>(c == 0 ? 1 : c == 1 ? 3 : c == 2 ? 9 : c == 3 ? 27 : 81));
+      m = _mm256_set1_epi16(kTq1Pow3[c]);
     } else {
       const __m128i tail = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 32));
       if (c == 7) {
@@ -1030,7 +1029,7 @@ void fill_avx2_int_kernels(KernelTable& t) {
   t.dotq_multi[static_cast<int>(GgmlType::Q4_K)] = dotq_q45_k_multi<BlockQ4_K, false>;
   t.dotq_multi[static_cast<int>(GgmlType::Q5_K)] = dotq_q45_k_multi<BlockQ5_K, true>;
   t.dotq_multi[static_cast<int>(GgmlType::Q6_K)] = dotq_q6_k_multi;
-  // Chunked kernels instead of a full unpack.
+  // The 256-value formats whose codes are built per 32-value chunk.
 #define STRATA_CODES(T)                                                  \
   t.dotq[static_cast<int>(GgmlType::T)] = dotq_codes<Chunk##T>;          \
   t.dotq_multi[static_cast<int>(GgmlType::T)] = dotq_codes_multi<Chunk##T>;
