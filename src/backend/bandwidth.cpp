@@ -1,17 +1,20 @@
 #include "backend/bandwidth.h"
 
+#include "backend/huge_buffer.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
-#include <memory>
 #include <vector>
 
 namespace strata {
 
 double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int passes) {
   const size_t n = bytes / sizeof(uint64_t);
-  std::unique_ptr<uint64_t[]> buf(new uint64_t[n]);
+  // Huge pages, as the repacked weights it is compared with have (backend/huge_buffer.h).
+  HugeBuffer mem(n * sizeof(uint64_t));
+  auto* buf = reinterpret_cast<uint64_t*>(mem.data());
   pool.parallel_for(static_cast<int64_t>(n), 1 << 16, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) buf[i] = static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull;  // touch every page
   });

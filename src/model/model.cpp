@@ -59,26 +59,38 @@ void Model::pack_weights() {
   for (Layer& L : layers)
     for (ops::Matrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down}) mats.push_back(w);
   const KernelTable& k = kernels();
-  ThreadPool pool(ThreadPool::default_threads());
+  // One buffer for all packed matrices: huge pages are whole 2 MiB, so one mapping per matrix
+  // would leave a partly used page at the end of each (about 1 MiB per matrix on average).
+  struct Job {
+    ops::Matrix* w;
+    int64_t groups;
+    size_t stride, offset;
+  };
+  std::vector<Job> jobs;
+  size_t total = 0;
   for (ops::Matrix* w : mats) {
     if (w->empty() || w->packed || !packable(w->type) || !k.gemm_x8[static_cast<int>(w->type)]) continue;
     if (w->rows < kPackRows || w->cols % 32 != 0) continue;
-    const int64_t groups = w->rows / kPackRows;
-    const size_t stride = packed_group_bytes(w->type, w->cols);
-    std::unique_ptr<uint8_t[]> buf(new uint8_t[stride * static_cast<size_t>(groups)]);
-    uint8_t* dst = buf.get();
-    const ops::Matrix& src = *w;
-    pool.parallel_for(groups, 16, [&](int64_t g0, int64_t g1) {
+    const Job j{w, w->rows / kPackRows, packed_group_bytes(w->type, w->cols), total};
+    jobs.push_back(j);
+    total += (j.stride * static_cast<size_t>(j.groups) + 63) / 64 * 64;  // each matrix starts on a cache line
+  }
+  if (jobs.empty()) return;
+  packed_ = HugeBuffer(total);
+  ThreadPool pool(ThreadPool::default_threads());
+  for (const Job& j : jobs) {
+    uint8_t* dst = packed_.data() + j.offset;
+    const ops::Matrix& src = *j.w;
+    pool.parallel_for(j.groups, 16, [&](int64_t g0, int64_t g1) {
       for (int64_t g = g0; g < g1; ++g)
-        pack_rows8(src.type, src.row(g * kPackRows), src.row_stride, src.cols, dst + stride * static_cast<size_t>(g));
+        pack_rows8(src.type, src.row(g * kPackRows), src.row_stride, src.cols, dst + j.stride * static_cast<size_t>(g));
     });
-    w->packed = dst;
-    w->packed_stride = stride;
+    j.w->packed = dst;
+    j.w->packed_stride = j.stride;
     // The packed rows are never read from the file again (row lookups of a tied embedding fault
     // their pages back in).
-    file_->release(src.data, static_cast<size_t>(groups * kPackRows) * src.row_stride);
-    packed_bytes_ += stride * static_cast<size_t>(groups);
-    packed_.push_back(std::move(buf));
+    file_->release(src.data, static_cast<size_t>(j.groups * kPackRows) * src.row_stride);
+    packed_bytes_ += j.stride * static_cast<size_t>(j.groups);
   }
 }
 

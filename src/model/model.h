@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/huge_buffer.h"
 #include "backend/thread_pool.h"
 #include "gguf/gguf.h"
 #include "kv/kv_store.h"
@@ -121,7 +122,7 @@ class Model {
 
   std::unique_ptr<gguf::File> file_;
   const ArchSpec* arch_ = nullptr;
-  std::vector<std::unique_ptr<uint8_t[]>> packed_;
+  HugeBuffer packed_;  // every repacked matrix, in huge pages
   size_t packed_bytes_ = 0;
 };
 
