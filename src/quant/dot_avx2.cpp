@@ -524,6 +524,25 @@ inline __m256i dup8(uint64_t v8) {
   return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(b, b));
 }
 inline __m256i odd_scale(__m256i s) { return _mm256_add_epi16(_mm256_slli_epi16(s, 1), _mm256_set1_epi16(1)); }  // 2s + 1
+// Scales with one value per 32 values (IQ2_XXS, IQ3_XXS, IQ3_S, IQ1_S), gathered in vector
+// registers: dword c holds chunk c's scale s; the result has 2s + 1 in both of its 16-bit lanes,
+// the lanes odd_scale(dup8(...)) gives. (Dot/IQ3_XXS, ten alternated runs, best: 499 -> 465 ns;
+// the scalar gathering of the eight nibbles was 40 of the block's 460 instructions.)
+inline __m256i odd_pairs(__m256i s) {
+  const __m256i o = _mm256_or_si256(_mm256_slli_epi32(s, 1), _mm256_set1_epi32(1));
+  return _mm256_or_si256(o, _mm256_slli_epi32(o, 16));
+}
+// ... from the top nibble of each of eight 32-bit words at p (IQ3_XXS)
+inline __m256i top_nibbles32(const uint8_t* p) {
+  return _mm256_srli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), 28);
+}
+// ... from the top nibble of each of eight 64-bit words at p (IQ2_XXS)
+inline __m256i top_nibbles64(const void* p) {
+  const auto* v = reinterpret_cast<const __m256i*>(p);
+  const __m256i a = _mm256_srli_epi64(_mm256_loadu_si256(v), 60), b = _mm256_srli_epi64(_mm256_loadu_si256(v + 1), 60);
+  // dwords a0 b0 a1 b1 | a2 b2 a3 b3 -> a0..a3 b0..b3
+  return _mm256_permutevar8x32_epi32(_mm256_or_si256(a, _mm256_slli_epi64(b, 32)), _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
+}
 // Sixteen 4-bit sub-scales in 8 bytes, low nibble first.
 inline __m256i nibbles16(const uint8_t* p8) {
   uint64_t v;
@@ -563,10 +582,8 @@ struct ChunkIQ2_XXS {
   using Block = BlockIQ2_XXS;
   // d * (0.5 + s) / 4 = (d / 8) * (2s + 1)
   static __m256i scales(const Block& b, float& d) {
-    uint64_t v = 0;
-    for (int ib = 0; ib < 8; ++ib) v |= static_cast<uint64_t>(b.qs[4 * ib + 3] >> 12) << (8 * ib);
     d = h2f(b.d) * 0.125f;
-    return odd_scale(dup8(v));
+    return odd_pairs(top_nibbles64(b.qs));  // qs[4c + 3] >> 12
   }
   static void chunk(const Block& b, int c, const iq::Tables& t, __m256i& g, __m256i& s) {
     const uint32_t idx = b.qs[4 * c] | static_cast<uint32_t>(b.qs[4 * c + 1]) << 16;
@@ -607,10 +624,8 @@ struct ChunkIQ3_XXS {
   using Block = BlockIQ3_XXS;
   // d * (0.5 + s) / 2 = (d / 4) * (2s + 1)
   static __m256i scales(const Block& b, float& d) {
-    uint64_t v = 0;
-    for (int ib = 0; ib < 8; ++ib) v |= static_cast<uint64_t>(b.scales_signs[4 * ib + 3] >> 4) << (8 * ib);
     d = h2f(b.d) * 0.25f;
-    return odd_scale(dup8(v));
+    return odd_pairs(top_nibbles32(b.scales_signs));
   }
   static void chunk(const Block& b, int c, const iq::Tables& t, __m256i& g, __m256i& s) {
     const uint8_t* q = b.qs + 8 * c;
@@ -627,10 +642,9 @@ struct ChunkIQ3_S {
   static __m256i scales(const Block& b, float& d) {
     uint32_t four;
     std::memcpy(&four, b.scales, 4);
-    uint64_t v = 0;
-    for (int ib = 0; ib < 8; ++ib) v |= static_cast<uint64_t>((four >> (4 * ib)) & 0xF) << (8 * ib);
     d = h2f(b.d);
-    return odd_scale(dup8(v));
+    const __m256i nib = _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(four)), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
+    return odd_pairs(_mm256_and_si256(nib, _mm256_set1_epi32(0xF)));
   }
   static void chunk(const Block& b, int c, const iq::Tables& t, __m256i& g, __m256i& s) {
     // 8 grid indices: 8 low bits from qs, the 9th from bit k of qh[c]; one gather.
@@ -649,10 +663,9 @@ inline __m256i times8(__m256i g) { return _mm256_and_si256(_mm256_slli_epi16(g, 
 struct ChunkIQ1_S {
   using Block = BlockIQ1_S;
   static __m256i scales(const Block& b, float& d) {
-    uint64_t v = 0;
-    for (int ib = 0; ib < 8; ++ib) v |= static_cast<uint64_t>((b.qh[ib] >> 12) & 7) << (8 * ib);
     d = h2f(b.d) * 0.125f;
-    return odd_scale(dup8(v));
+    const __m256i qh = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qh)));
+    return odd_pairs(_mm256_and_si256(_mm256_srli_epi32(qh, 12), _mm256_set1_epi32(7)));
   }
   static __m256i codes(const Block& b, int c, const iq::Tables& t) {
     const int h = b.qh[c];
