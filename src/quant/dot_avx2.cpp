@@ -558,9 +558,21 @@ inline __m256i block_scales(__m256i natural) {
   const __m256i v = _mm256_shuffle_epi8(natural, _mm256_set_m128i(evens_odds, evens_odds));
   return _mm256_permute4x64_epi64(v, _MM_SHUFFLE(3, 1, 2, 0));
 }
+// The shuffle patterns come from memory: built from immediates, each cost GCC four instructions
+// per chunk (mov, vmovd, vpshufd, vinserti128).
+struct ScalePairPatterns {
+  alignas(32) uint8_t idx[8][32];
+  constexpr ScalePairPatterns() : idx{} {
+    for (int c = 0; c < 8; ++c)
+      for (int k = 0; k < 32; k += 2) {
+        idx[c][k] = static_cast<uint8_t>(2 * c);
+        idx[c][k + 1] = static_cast<uint8_t>(2 * c + 1);
+      }
+  }
+};
+inline constexpr ScalePairPatterns kScalePair{};
 inline __m256i scale_pair(__m256i scales, int c) {
-  const __m128i pat = _mm_set1_epi16(static_cast<short>((2 * c) | ((2 * c + 1) << 8)));
-  return _mm256_shuffle_epi8(scales, _mm256_set_m128i(pat, pat));
+  return _mm256_shuffle_epi8(scales, _mm256_load_si256(reinterpret_cast<const __m256i*>(kScalePair.idx[c])));
 }
 
 // Eight stored sign bits per 8 values (IQ2_S, IQ3_S): the sign source for 4 groups, 0xFF where
