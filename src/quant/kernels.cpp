@@ -63,7 +63,9 @@ const KernelTable& scalar_kernels() {
 const KernelTable* avx2_kernels() {
   static const KernelTable* t = []() -> const KernelTable* {
     __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return nullptr;
+    // the flags the AVX2 files are built with (STRATA_AVX2_FLAGS)
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !__builtin_cpu_supports("f16c"))
+      return nullptr;
     static KernelTable k;
     fill_scalar_kernels(k);  // formats without a SIMD kernel keep the portable one
     fill_avx2_kernels(k);
