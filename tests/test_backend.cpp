@@ -1,13 +1,18 @@
-// The backend layer's memory: huge-page buffers for streamed weights.
+// The backend layer: the thread pool's loop splitting, and huge-page buffers for streamed weights.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <mutex>
+#include <vector>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <utility>
 
 #include "backend/huge_buffer.h"
+#include "backend/thread_pool.h"
 
 namespace strata {
 namespace {
@@ -29,6 +34,50 @@ std::string vm_flags_of(const void* p) {
     if (inside && line.rfind("VmFlags:", 0) == 0) return line;
   }
   return "";
+}
+
+TEST(ThreadPool, ParallelForCoversEveryIndexOnceInChunksOfAtLeastTheGrain) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {1, 7, 16, 100, 1000, 4097}) {
+      for (int64_t grain : {1, 4, 16, 5000}) {
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+        std::mutex mu;
+        std::vector<std::pair<int64_t, int64_t>> chunks;
+        pool.parallel_for(n, grain, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+          std::lock_guard<std::mutex> lk(mu);
+          chunks.emplace_back(b, e);
+        });
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << n << " " << grain << " " << i;
+        // Only the chunk that ends the range may be shorter than the grain.
+        for (auto [b, e] : chunks) {
+          if (e != n) {
+            EXPECT_GE(e - b, std::min(grain, n)) << n << " " << grain;
+          }
+        }
+        if (threads > 1 && n >= 16 * grain) {
+          // Guided: a chunk starting in the last quarter takes at most 1/(2 threads) of what is
+          // left, so a thread that runs out of work waits at most that long for the other.
+          for (auto [b, e] : chunks) {
+            if (b >= n - n / 4) {
+              EXPECT_LE(e - b, std::max(grain, n / (8 * threads))) << n << " " << grain << " " << b;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(ThreadPool, RunsManyLoopsInARowEachSeeingThePreviousResults) {
+  ThreadPool pool(2);
+  std::vector<int64_t> v(1000, 0);
+  for (int round = 0; round < 500; ++round)
+    pool.parallel_for(static_cast<int64_t>(v.size()), 8, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) v[static_cast<size_t>(i)] += i;
+    });
+  for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(v[i], static_cast<int64_t>(i) * 500);
 }
 
 TEST(HugeBuffer, IsAlignedZeroFilledAndWritableToTheEnd) {

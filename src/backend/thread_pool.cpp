@@ -37,11 +37,17 @@ int ThreadPool::default_threads() {
   return std::max(1, n);
 }
 
+// Guided chunks: each grab takes 1 / (2 * threads) of what is left, at least `grain`, so the
+// first chunks are long (few atomic grabs) and the last ones short (a thread that finishes
+// first waits at most one short chunk for the other).
 void ThreadPool::run_chunks() {
+  int64_t b = next_.load(std::memory_order_relaxed);
   for (;;) {
-    int64_t b = next_.fetch_add(chunk_);
     if (b >= n_) break;
-    (*fn_)(b, std::min(n_, b + chunk_));
+    const int64_t len = std::max(grain_, (n_ - b) / (2 * n_threads_));
+    if (!next_.compare_exchange_weak(b, b + len, std::memory_order_relaxed)) continue;  // b reloaded
+    (*fn_)(b, std::min(n_, b + len));
+    b = next_.load(std::memory_order_relaxed);
   }
 }
 
@@ -94,11 +100,9 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
     fn(0, n);
     return;
   }
-  // About 4 chunks per thread balances uneven rows without much contention.
-  int64_t chunk = std::max(grain, (n + 4 * n_threads_ - 1) / (4 * n_threads_));
   fn_ = &fn;
   n_ = n;
-  chunk_ = chunk;
+  grain_ = grain;
   next_.store(0, std::memory_order_relaxed);
   pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
   {

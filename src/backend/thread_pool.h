@@ -37,7 +37,7 @@ class ThreadPool {
   std::atomic<bool> stop_{false};
   int sleepers_ = 0;  // workers blocked on cv_start_ (under mu_)
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
-  int64_t n_ = 0, chunk_ = 1;
+  int64_t n_ = 0, grain_ = 1;
   std::atomic<int64_t> next_{0};
 };
 
