@@ -6,7 +6,8 @@ Usage: bench-peer.py STRATA_BINARY MODEL.gguf... [--rounds N] [-p 128] [-n 32] [
 
 The peer is built once from the llama.cpp sources that the `llama-cpp-python` source package on
 PyPI carries (pinned below), into $STRATA_CACHE (default ~/.cache/strata)/peer; nothing of it enters
-this repository. Pass --llama-bench to use a build of your own instead. Each round runs every
+this repository. Pass --llama-bench to use a build of your own instead. As in llama-bench, prompt
+processing and generation are separate runs, generation from an empty context. Each round runs every
 model once with each engine, peer first, so a slow phase of a shared machine hits both alike; the
 table gives medians over rounds of the two engines' own medians, and the ratio strata / peer.
 Exits 77 (skip) with a message when the peer cannot be had."""
@@ -76,8 +77,12 @@ def peer_once(exe, model, a):
 
 
 def strata_once(exe, model, a):
-    d = run_json([exe, "bench", "-m", model, "-p", str(a.p), "-n", str(a.n), "-t", str(a.t), "-r", str(a.r), "--json"])
-    return d["pp_tokens_per_s"], d["tg_tokens_per_s"], d["bandwidth_gbps"], d["model_bytes_per_token"]
+    # Two runs, as llama-bench's pp and tg tests are separate: its tg test generates from an empty
+    # context, while `strata bench -p P -n N` generates after the P prompt tokens.
+    common = ["-t", str(a.t), "-r", str(a.r), "--json"]
+    pp = run_json([exe, "bench", "-m", model, "-p", str(a.p), "-n", "0"] + common)
+    tg = run_json([exe, "bench", "-m", model, "-p", "0", "-n", str(a.n)] + common)
+    return pp["pp_tokens_per_s"], tg["tg_tokens_per_s"], tg["bandwidth_gbps"], tg["model_bytes_per_token"]
 
 
 def main():
