@@ -52,7 +52,10 @@ std::vector<uint8_t> make_rows(GgmlType t, int64_t n, int64_t rows, uint32_t see
 }
 
 void BM_Dot(benchmark::State& state, GgmlType t) {
-  const int n = 4096;
+  // DOT_N sets the row length (a multiple of 256), e.g. DOT_N=1024 for the rows of a 1024-wide
+  // model, where per-row costs weigh more.
+  const char* dn = std::getenv("DOT_N");
+  const int n = dn ? std::max(256, std::atoi(dn) / 256 * 256) : 4096;
   const KernelTable& k = kernels();
   auto w = make_rows(t, n, 1, 1);
   std::vector<float> x(n);
