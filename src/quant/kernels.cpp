@@ -1,5 +1,7 @@
 #include "quant/kernels.h"
 
+#include <cpuid.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -60,12 +62,18 @@ const KernelTable& scalar_kernels() {
   return t;
 }
 
+// CPUID leaf 1, ECX bit 29.
+static bool cpu_has_f16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & bit_F16C) != 0;
+}
+
 const KernelTable* avx2_kernels() {
   static const KernelTable* t = []() -> const KernelTable* {
     __builtin_cpu_init();
-    // the flags the AVX2 files are built with (STRATA_AVX2_FLAGS)
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !__builtin_cpu_supports("f16c"))
-      return nullptr;
+    // the flags the AVX2 files are built with (STRATA_AVX2_FLAGS); F16C is read from CPUID
+    // directly, as clang's __builtin_cpu_supports does not know it
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !cpu_has_f16c()) return nullptr;
     static KernelTable k;
     fill_scalar_kernels(k);  // formats without a SIMD kernel keep the portable one
     fill_avx2_kernels(k);
