@@ -82,6 +82,7 @@ void q8_0_block_info(const uint8_t* xq, int64_t n, Q8BlockInfo* info);
 
 struct KernelTable;
 void fill_scalar_gemm_x8(KernelTable& t);
-void fill_avx2_gemm_x8(KernelTable& t);  // defined in the AVX2 file
+void fill_avx2_gemm_x8(KernelTable& t);    // gemm_x8_avx2.cpp
+void fill_avx512_gemm_x8(KernelTable& t);  // gemm_x8_avx512.cpp
 
 }  // namespace strata

@@ -94,6 +94,7 @@ const KernelTable* avx512_kernels() {
       return nullptr;
     static KernelTable k = *avx2_kernels();
     fill_avx512_kernels(k);
+    fill_avx512_gemm_x8(k);
     return &k;
   }();
   return t;

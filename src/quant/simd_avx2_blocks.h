@@ -19,7 +19,11 @@
 #endif
 // Pins a running sum to a register at this point: without it GCC reassociates the unrolled sums
 // into trees whose many live products spill to the stack.
+#if defined(__AVX512F__)
+#define STRATA_KEEP(v) __asm__("" : "+v"(v))  // any of the 32 vector registers
+#else
 #define STRATA_KEEP(v) __asm__("" : "+x"(v))
+#endif
 
 namespace strata {
 namespace {

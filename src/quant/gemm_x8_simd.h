@@ -1,0 +1,557 @@
+// Kernels on the 8-row packed layouts (gemm_x8.h), compiled once per ISA: gemm_x8_avx2.cpp
+// builds them for AVX2, gemm_x8_avx512.cpp for AVX-512 VNNI (STRATA_X8_VNNI below). Internal
+// linkage on purpose, as in simd_avx2_blocks.h: each file gets its own copy with its own flags.
+//
+// Lane r of every vector is row r of the group: four codes of each row sit side by side, so a
+// byte dot product against four broadcast activation bytes gives each row's partial dot product
+// in its own lane. AVX2 has maddubs (pairs into 16 bits) then madd (pairs into 32 bits); VNNI's
+// vpdpbusd does both steps and the accumulation in one instruction, without 16-bit partial sums.
+// Integer sums are exact either way (the 16-bit partial sums are bounded below 32767 as noted per
+// format), so both builds give the same integers, and the float steps are those of the scalar
+// reference, in the same order: every ISA matches the scalar kernels bit for bit.
+#pragma once
+#include <immintrin.h>
+
+#include <array>
+#include <cstring>
+
+#include "quant/gemm_x8.h"
+#include "quant/kernels.h"
+#include "quant/simd_avx2_blocks.h"
+
+
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define STRATA_X8_VNNI 1
+#else
+#define STRATA_X8_VNNI 0
+#endif
+
+namespace strata {
+namespace {
+
+constexpr bool kX8Vnni = STRATA_X8_VNNI;
+
+// A broadcast straight from memory (a load, no shuffle).
+inline __m256i bcast_i32(const int32_t* p) { return _mm256_castps_si256(_mm256_broadcast_ss(reinterpret_cast<const float*>(p))); }
+inline __m256 load_d8(const uint16_t* d) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d))); }
+// Software prefetch of a block two ahead: the K-quant blocks are read as several interleaved
+// streams, which the hardware prefetcher follows poorly (Q6_K matvec ran at half speed without);
+// the 32-value formats prefetch too, for batched decode where compute and loads must overlap.
+template <typename Block>
+inline void prefetch_ahead(const Block* b) {
+  const char* p = reinterpret_cast<const char*>(b + 2);
+  for (size_t off = 0; off < sizeof(Block); off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+}
+inline __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+// Eight unsigned (or signed) bytes widened to 32-bit lanes holding the value twice as 16 bits,
+// the form madd needs to scale a row's pair of 16-bit partial sums.
+inline __m256i scale_pairs_u8(const uint8_t* p) {
+  __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
+}
+inline __m256i scale_pairs_i8(const int8_t* p) {
+  __m256i v = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(v, 16));
+}
+// Eight scales widened to 32-bit lanes, for a multiply of whole 32-bit sums (VNNI kernels).
+inline __m256i scales_u8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+inline __m256i scales_i8(const int8_t* p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+// Lane r = (a[r], b[r]) as two 16-bit values, for madd against a broadcast pair.
+inline __m256i pair_u8(const uint8_t* a, const uint8_t* b) {
+  __m256i va = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a)));
+  __m256i vb = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b)));
+  return _mm256_or_si256(va, _mm256_slli_epi32(vb, 16));
+}
+inline __m256i pair_i8(const int8_t* a, const int8_t* b) {
+  __m256i va = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a)));
+  __m256i vb = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b)));
+  return _mm256_or_si256(_mm256_and_si256(va, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(vb, 16));
+}
+
+// ---- 32-value formats on Q8_0 activations ----
+
+// Unsigned codes of 4-value group g (0..7) of a Q4_0 / Q5_0 x8 block: group g pairs with
+// activation bytes 4g..4g+3. Codes are made one group at a time and used at once by every
+// activation row, which keeps the accumulators of four rows in registers.
+inline __m256i nibble_group(const uint8_t* qs, int g) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i v = load256(qs + 32 * (g % 4));
+  return g < 4 ? _mm256_and_si256(v, m4) : _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+}
+
+struct Q4_0x8 {
+  using Block = BlockQ4_0x8;
+  static constexpr int kShift = 3, kPerSum = 8;  // offset 8; 8 * 2*15*127 = 30480 fits 16 bits
+  static __m256i code(const Block& b, int g) { return nibble_group(b.qs, g); }
+};
+// Bit s (0..7) of every byte moved to bit 4, the other bits cleared: a 16-bit shift suffices,
+// since bit 4 of either byte of a 16-bit lane comes from its own byte for shifts up to 4 left or
+// 3 right. The fifth bits of Q5_0, Q5_1 and Q5_K.
+inline __m256i bit_to_4(__m256i v, int s) {
+  return _mm256_and_si256(s <= 4 ? _mm256_slli_epi16(v, 4 - s) : _mm256_srli_epi16(v, s - 4), _mm256_set1_epi8(0x10));
+}
+// Five-bit codes of group g (Q5_0, Q5_1): bit g of each qh byte is the fifth bit.
+template <typename Block>
+inline __m256i five_bit_group(const Block& b, int g) {
+  return _mm256_or_si256(nibble_group(b.qs, g), bit_to_4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh)), g));
+}
+struct Q5_0x8 {
+  using Block = BlockQ5_0x8;
+  static constexpr int kShift = 4, kPerSum = 4;  // offset 16; 4 * 2*31*127 = 31496 fits 16 bits
+  static __m256i code(const Block& b, int g) { return five_bit_group(b, g); }
+};
+
+// Q4_1, Q5_1: the codes of Q4_0, Q5_0 without an offset; the rows' m times the activation
+// block's code sum is a second multiply-add.
+struct Q4_1x8 {
+  using Block = BlockQ4_1x8;
+  static constexpr int kPerSum = 8;
+  static __m256i code(const Block& b, int g) { return nibble_group(b.qs, g); }
+};
+struct Q5_1x8 {
+  using Block = BlockQ5_1x8;
+  static constexpr int kPerSum = 4;
+  static __m256i code(const Block& b, int g) { return five_bit_group(b, g); }
+};
+
+// G groups share each broadcast of activation bytes (gemm_x8.h, GemmGroupsFn).
+template <typename F, int G, int NT>
+void unsigned32_groups(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, const Q8BlockInfo* xsum,
+                       size_t xss, float* out, size_t os) {
+  const typename F::Block* b[G];
+  STRATA_UNROLL for (int j = 0; j < G; ++j) b[j] = reinterpret_cast<const typename F::Block*>(w + gs * j);
+  [[maybe_unused]] const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[G][NT];
+  STRATA_UNROLL for (int j = 0; j < G; ++j) STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[j][t] = _mm256_setzero_ps();
+  for (int ib = 0; ib < n / 32; ++ib) {
+    STRATA_UNROLL for (int j = 0; j < G; ++j) prefetch_ahead(b[j] + ib);
+    const BlockQ8_0* y[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_0*>(xq + xs * t) + ib;
+    __m256i s32[G][NT];
+#if STRATA_X8_VNNI
+    STRATA_UNROLL for (int j = 0; j < G; ++j) STRATA_UNROLL for (int t = 0; t < NT; ++t) s32[j][t] = _mm256_setzero_si256();
+    STRATA_UNROLL for (int g = 0; g < 8; ++g) {
+      __m256i c[G];
+      STRATA_UNROLL for (int j = 0; j < G; ++j) c[j] = F::code(b[j][ib], g);
+      STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+        const __m256i x4 = bcast4(y[t]->qs + 4 * g);
+        STRATA_UNROLL for (int j = 0; j < G; ++j) {
+          s32[j][t] = _mm256_dpbusd_epi32(s32[j][t], c[j], x4);
+          STRATA_KEEP(s32[j][t]);
+        }
+      }
+    }
+#else
+    STRATA_UNROLL for (int g0 = 0; g0 < 8; g0 += F::kPerSum) {
+      __m256i s16[G][NT];
+      STRATA_UNROLL for (int g = g0; g < g0 + F::kPerSum; ++g) {
+        __m256i c[G];
+        STRATA_UNROLL for (int j = 0; j < G; ++j) c[j] = F::code(b[j][ib], g);
+        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+          const __m256i x4 = bcast4(y[t]->qs + 4 * g);
+          STRATA_UNROLL for (int j = 0; j < G; ++j) {
+            const __m256i p = _mm256_maddubs_epi16(c[j], x4);
+            s16[j][t] = g == g0 ? p : _mm256_add_epi16(s16[j][t], p);
+            STRATA_KEEP(s16[j][t]);
+          }
+        }
+      }
+      STRATA_UNROLL for (int j = 0; j < G; ++j) STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+        const __m256i p = _mm256_madd_epi16(s16[j][t], ones);
+        s32[j][t] = g0 == 0 ? p : _mm256_add_epi32(s32[j][t], p);
+      }
+    }
+#endif
+    STRATA_UNROLL for (int j = 0; j < G; ++j) {
+      const __m256 dw = load_d8(b[j][ib].d);
+      STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+        const Q8BlockInfo& yi = xsum[xss * t + ib];
+        const __m256 dy = _mm256_broadcast_ss(&yi.d);
+        if constexpr (requires { b[j][ib].m; }) {  // value = d * code + m
+          acc[j][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(s32[j][t]), acc[j][t]);
+          acc[j][t] = _mm256_fmadd_ps(_mm256_mul_ps(load_d8(b[j][ib].m), dy), _mm256_cvtepi32_ps(bcast_i32(&yi.sum)), acc[j][t]);
+        } else {  // value = d * (code - 2^kShift)
+          const __m256i v = _mm256_sub_epi32(s32[j][t], _mm256_slli_epi32(bcast_i32(&yi.sum), F::kShift));
+          acc[j][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(v), acc[j][t]);
+        }
+      }
+    }
+  }
+  STRATA_UNROLL for (int j = 0; j < G; ++j) STRATA_UNROLL for (int t = 0; t < NT; ++t)
+    _mm256_storeu_ps(out + os * t + 8 * j, acc[j][t]);
+}
+
+template <typename F, int NT>
+void gemm_unsigned32(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo* xsum, size_t xss,
+                     float* out) {
+  unsigned32_groups<F, 1, NT>(n, w, 0, xq, xs, xsum, xss, out, 8);
+}
+
+// Q8_0 and IQ4_NL: signed codes, so the sign goes onto the activations; a pair of products can
+// reach 2*128*127, so each maddubs result is widened at once.
+struct Q8_0x8 {
+  using Block = BlockQ8_0x8;
+  static __m256i code(const Block& b, int g) { return load256(reinterpret_cast<const uint8_t*>(b.qs) + 32 * g); }
+};
+struct IQ4_NLx8 {
+  using Block = BlockIQ4_NLx8;
+  static __m256i code(const Block& b, int g) {
+    const __m128i t128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
+    return _mm256_shuffle_epi8(_mm256_set_m128i(t128, t128), nibble_group(b.qs, g));
+  }
+};
+template <typename F, int NT>
+void gemm_signed32(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo* xsum, size_t xss, float* out) {
+  const auto* b = reinterpret_cast<const typename F::Block*>(w);
+  [[maybe_unused]] const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[NT];
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int ib = 0; ib < n / 32; ++ib) {
+    prefetch_ahead(b + ib);
+    const BlockQ8_0* y[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_0*>(xq + xs * t) + ib;
+    __m256i s32[NT];
+    STRATA_UNROLL for (int g = 0; g < 8; ++g) {
+      const __m256i c = F::code(b[ib], g);
+      const __m256i a = _mm256_sign_epi8(c, c);
+      STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+        const __m256i x = _mm256_sign_epi8(bcast4(y[t]->qs + 4 * g), c);
+#if STRATA_X8_VNNI
+        s32[t] = _mm256_dpbusd_epi32(g == 0 ? _mm256_setzero_si256() : s32[t], a, x);
+#else
+        const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(a, x), ones);
+        s32[t] = g == 0 ? p : _mm256_add_epi32(s32[t], p);
+#endif
+        STRATA_KEEP(s32[t]);
+      }
+    }
+    const __m256 dw = load_d8(b[ib].d);
+    STRATA_UNROLL for (int t = 0; t < NT; ++t)
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_broadcast_ss(&xsum[xss * t + ib].d)), _mm256_cvtepi32_ps(s32[t]), acc[t]);
+  }
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, acc[t]);
+}
+
+// ---- K-quants on Q8_K activations ----
+
+// Q4_K, Q5_K: a sub-block's maddubs results (each pair below 2*15*127 for Q4_K, 2*31*128 for
+// Q5_K) sum exactly in 16 bits, eight (Q4_K) or four (Q5_K) at a time; madd then applies the
+// row's 6-bit scale. Q5_K's fifth bits: bit s of a high-bit byte moved to bit 4 (bit_to_4).
+template <typename Packed, int NT>
+void gemm_q45_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {
+  constexpr bool kFive = requires(const Packed& p) { p.qh; };
+  [[maybe_unused]] constexpr int kPerSum = kFive ? 4 : 8;
+  const auto* b = reinterpret_cast<const Packed*>(w);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  __m256 acc[NT];
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int ib = 0; ib < n / 256; ++ib) {
+    const Packed& B = b[ib];
+    prefetch_ahead(b + ib);
+    const BlockQ8_K* y[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
+    __m256i isum[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+    STRATA_UNROLL for (int j = 0; j < 4; ++j) {
+      // sub-blocks 2j (low nibbles) and 2j + 1 (high nibbles) from the same bytes
+#if STRATA_X8_VNNI
+      // whole sub-block sums in 32 bits, then one multiply by the row's scale
+      __m256i lo32[NT], hi32[NT];
+      STRATA_UNROLL for (int t = 0; t < NT; ++t) lo32[t] = hi32[t] = _mm256_setzero_si256();
+      STRATA_UNROLL for (int g = 0; g < 8; ++g) {
+        const __m256i v = load256(B.qs + j * 256 + g * 32);
+        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        if constexpr (kFive) {
+          const __m256i hb = load256(B.qh + g * 32);
+          lo = _mm256_or_si256(lo, bit_to_4(hb, 2 * j));
+          hi = _mm256_or_si256(hi, bit_to_4(hb, 2 * j + 1));
+        }
+        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+          lo32[t] = _mm256_dpbusd_epi32(lo32[t], lo, bcast4(y[t]->qs + 64 * j + 4 * g));
+          hi32[t] = _mm256_dpbusd_epi32(hi32[t], hi, bcast4(y[t]->qs + 64 * j + 32 + 4 * g));
+          STRATA_KEEP(lo32[t]);
+          STRATA_KEEP(hi32[t]);
+        }
+      }
+      const __m256i sl = scales_u8(B.sc[2 * j]), sh = scales_u8(B.sc[2 * j + 1]);
+      STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_mullo_epi32(lo32[t], sl), _mm256_mullo_epi32(hi32[t], sh)));
+        STRATA_KEEP(isum[t]);
+      }
+#else
+      STRATA_UNROLL for (int g0 = 0; g0 < 8; g0 += kPerSum) {
+        __m256i lo16[NT], hi16[NT];
+        STRATA_UNROLL for (int g = g0; g < g0 + kPerSum; ++g) {
+          const __m256i v = load256(B.qs + j * 256 + g * 32);
+          __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+          if constexpr (kFive) {
+            const __m256i hb = load256(B.qh + g * 32);
+            lo = _mm256_or_si256(lo, bit_to_4(hb, 2 * j));
+            hi = _mm256_or_si256(hi, bit_to_4(hb, 2 * j + 1));
+          }
+          STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+            const __m256i pl = _mm256_maddubs_epi16(lo, bcast4(y[t]->qs + 64 * j + 4 * g));
+            const __m256i ph = _mm256_maddubs_epi16(hi, bcast4(y[t]->qs + 64 * j + 32 + 4 * g));
+            lo16[t] = g > g0 ? _mm256_add_epi16(lo16[t], pl) : pl;
+            hi16[t] = g > g0 ? _mm256_add_epi16(hi16[t], ph) : ph;
+            STRATA_KEEP(lo16[t]);
+            STRATA_KEEP(hi16[t]);
+          }
+        }
+        // the scales are loaded here, not before the loop, where they would take two registers
+        const __m256i sl = scale_pairs_u8(B.sc[2 * j]), sh = scale_pairs_u8(B.sc[2 * j + 1]);
+        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(lo16[t], sl), _mm256_madd_epi16(hi16[t], sh)));
+          STRATA_KEEP(isum[t]);
+        }
+      }
+#endif
+    }
+    __m256i mins[4];
+    for (int p = 0; p < 4; ++p) mins[p] = pair_u8(B.mn[2 * p], B.mn[2 * p + 1]);
+    const __m256 dw = load_d8(B.d), dm = load_d8(B.dmin);
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+      const int16_t* bs = y[t]->bsums;
+      __m256i m32 = _mm256_setzero_si256();
+      for (int p = 0; p < 4; ++p)
+        m32 = _mm256_add_epi32(
+            m32, _mm256_madd_epi16(mins[p], bcast_pair(bs[4 * p] + bs[4 * p + 1], bs[4 * p + 2] + bs[4 * p + 3])));
+      const __m256 dx = _mm256_set1_ps(y[t]->d);
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+      acc[t] = _mm256_fnmadd_ps(_mm256_mul_ps(dm, dx), _mm256_cvtepi32_ps(m32), acc[t]);
+    }
+  }
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, acc[t]);
+}
+
+// Q6_K: codes up to 63, so two maddubs results (2 * 2*63*127 = 32004) sum exactly in 16 bits
+// before the row's 8-bit group scale is applied. One pass over H = 0..15 builds the codes of
+// groups H, H+16, H+32 and H+48 from two low-nibble loads and one high-bit load.
+template <int NT>
+void gemm_q6_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {
+  const auto* b = reinterpret_cast<const BlockQ6_Kx8*>(w);
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+  __m256 acc[NT];
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int ib = 0; ib < n / 256; ++ib) {
+    const BlockQ6_Kx8& B = b[ib];
+    prefetch_ahead(b + ib);
+    const BlockQ8_K* y[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
+    __m256i isum[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+#if STRATA_X8_VNNI
+    // the four groups of one scale summed in 32 bits, then one multiply by the row's scale
+    for (int q = 0; q < 4; ++q) {  // groups 4q..4q+3 (+16m) share scale q + 4m
+      STRATA_UNROLL for (int m = 0; m < 4; ++m) {
+        __m256i s32[NT];
+        STRATA_UNROLL for (int t = 0; t < NT; ++t) s32[t] = _mm256_setzero_si256();
+        STRATA_UNROLL for (int h = 4 * q; h < 4 * q + 4; ++h) {
+          const __m256i l = load256(B.ql + (h + 16 * (m & 1)) * 32), hb = load256(B.qh + h * 32);
+          const __m256i lo = (m & 2) ? _mm256_and_si256(_mm256_srli_epi16(l, 4), m4) : _mm256_and_si256(l, m4);
+          const __m256i hi = m == 0 ? _mm256_slli_epi16(hb, 4) : m == 1 ? _mm256_slli_epi16(hb, 2) : m == 2 ? hb : _mm256_srli_epi16(hb, 2);
+          const __m256i c = _mm256_or_si256(lo, _mm256_and_si256(hi, m30));
+          const int G = h + 16 * m;
+          STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+            s32[t] = _mm256_dpbusd_epi32(s32[t], c, bcast4(y[t]->qs + 4 * G));
+            STRATA_KEEP(s32[t]);
+          }
+        }
+        const __m256i sc = scales_i8(B.sc[q + 4 * m]);
+        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(s32[t], sc));
+          STRATA_KEEP(isum[t]);
+        }
+      }
+    }
+#else
+    for (int q = 0; q < 4; ++q) {  // groups 4q..4q+3 (+16m) share scale q + 4m
+      __m256i scv[4];
+      STRATA_UNROLL for (int m = 0; m < 4; ++m) scv[m] = scale_pairs_i8(B.sc[q + 4 * m]);
+      STRATA_UNROLL for (int h = 4 * q; h < 4 * q + 4; h += 2) {
+        // codes of groups h + 16m and h + 1 + 16m, m = 0..3
+        __m256i c[2][4];
+        STRATA_UNROLL for (int k = 0; k < 2; ++k) {
+          const __m256i l0 = load256(B.ql + (h + k) * 32), l1 = load256(B.ql + (h + k + 16) * 32);
+          const __m256i hb = load256(B.qh + (h + k) * 32);
+          c[k][0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
+          c[k][1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
+          c[k][2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m30));
+          c[k][3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
+        }
+        STRATA_UNROLL for (int m = 0; m < 4; ++m) {
+          const int G = h + 16 * m;
+          STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+            const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(c[0][m], bcast4(y[t]->qs + 4 * G)),
+                                                 _mm256_maddubs_epi16(c[1][m], bcast4(y[t]->qs + 4 * G + 4)));
+            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16, scv[m]));
+            STRATA_KEEP(isum[t]);
+          }
+        }
+      }
+    }
+#endif
+    const __m256 dw = load_d8(B.d);
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+      const int16_t* bs = y[t]->bsums;
+      __m256i off = _mm256_setzero_si256();
+      for (int p = 0; p < 8; ++p)
+        off = _mm256_add_epi32(off, _mm256_madd_epi16(pair_i8(B.sc[2 * p], B.sc[2 * p + 1]), bcast_pair(bs[2 * p], bs[2 * p + 1])));
+      const __m256i total = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(off, 5));
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(y[t]->d)), _mm256_cvtepi32_ps(total), acc[t]);
+    }
+  }
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, acc[t]);
+}
+
+// IQ4_XS: the nibbles index the 16 IQ4_NL levels (signed, up to 127 in magnitude), so the sign
+// goes onto the activations and each maddubs result (pairs below 2*127*127) is scaled by the
+// row's sub-block scale through madd at once.
+template <int NT>
+void gemm_iq4_xs(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {
+  const auto* b = reinterpret_cast<const BlockIQ4_XSx8*>(w);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m128i t128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
+  const __m256i levels = _mm256_set_m128i(t128, t128);
+  __m256 acc[NT];
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int ib = 0; ib < n / 256; ++ib) {
+    const BlockIQ4_XSx8& B = b[ib];
+    prefetch_ahead(b + ib);
+    const BlockQ8_K* y[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
+    __m256i isum[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+#if STRATA_X8_VNNI
+    // a sub-block's sums in 32 bits, then one multiply by the row's scale
+    for (int sub = 0; sub < 8; ++sub) {
+      __m256i s32[NT];
+      STRATA_UNROLL for (int t = 0; t < NT; ++t) s32[t] = _mm256_setzero_si256();
+      STRATA_UNROLL for (int g = 0; g < 4; ++g) {
+        const __m256i v = load256(B.qs + sub * 128 + g * 32);
+        const __m256i c0 = _mm256_shuffle_epi8(levels, _mm256_and_si256(v, m4));                         // values 4g..
+        const __m256i c1 = _mm256_shuffle_epi8(levels, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));  // 16+4g..
+        const __m256i a0 = _mm256_sign_epi8(c0, c0), a1 = _mm256_sign_epi8(c1, c1);
+        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+          const int8_t* x = y[t]->qs + 32 * sub + 4 * g;
+          s32[t] = _mm256_dpbusd_epi32(s32[t], a0, _mm256_sign_epi8(bcast4(x), c0));
+          s32[t] = _mm256_dpbusd_epi32(s32[t], a1, _mm256_sign_epi8(bcast4(x + 16), c1));
+          STRATA_KEEP(s32[t]);
+        }
+      }
+      const __m256i sc = scales_i8(B.sc[sub]);
+      STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(s32[t], sc));
+        STRATA_KEEP(isum[t]);
+      }
+    }
+#else
+    for (int sub = 0; sub < 8; ++sub) {
+      const __m256i scv = scale_pairs_i8(B.sc[sub]);
+      STRATA_UNROLL for (int g = 0; g < 4; ++g) {
+        const __m256i v = load256(B.qs + sub * 128 + g * 32);
+        const __m256i c0 = _mm256_shuffle_epi8(levels, _mm256_and_si256(v, m4));                         // values 4g..
+        const __m256i c1 = _mm256_shuffle_epi8(levels, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));  // 16+4g..
+        const __m256i a0 = _mm256_sign_epi8(c0, c0), a1 = _mm256_sign_epi8(c1, c1);
+        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+          const int8_t* x = y[t]->qs + 32 * sub + 4 * g;
+          const __m256i p0 = _mm256_maddubs_epi16(a0, _mm256_sign_epi8(bcast4(x), c0));
+          const __m256i p1 = _mm256_maddubs_epi16(a1, _mm256_sign_epi8(bcast4(x + 16), c1));
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(p0, scv), _mm256_madd_epi16(p1, scv)));
+          STRATA_KEEP(isum[t]);
+        }
+      }
+    }
+#endif
+    const __m256 dw = load_d8(B.d);
+    STRATA_UNROLL for (int t = 0; t < NT; ++t)
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(y[t]->d)), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+  }
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, acc[t]);
+}
+
+// ---- F16, BF16 on f32 activations: one chain per output, G groups share each broadcast ----
+struct WidenF16 {
+  static __m256 load(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+};
+struct WidenBF16 {
+  static __m256 load(const uint16_t* p) {
+    const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+  }
+};
+
+template <class W, int G, int NT>
+void half_groups(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t,
+                 float* out, size_t os) {
+  const uint16_t* v[G];
+  STRATA_UNROLL for (int g = 0; g < G; ++g) v[g] = reinterpret_cast<const uint16_t*>(w + gs * g);
+  const float* x[NT];
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const float*>(xq + xs * t);
+  __m256 acc[G][NT];
+  STRATA_UNROLL for (int g = 0; g < G; ++g) STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[g][t] = _mm256_setzero_ps();
+  for (int k = 0; k < n; ++k) {
+    __m256 wv[G];
+    STRATA_UNROLL for (int g = 0; g < G; ++g) wv[g] = W::load(v[g] + 8 * k);
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+      const __m256 b = _mm256_broadcast_ss(x[t] + k);
+      STRATA_UNROLL for (int g = 0; g < G; ++g) acc[g][t] = _mm256_fmadd_ps(wv[g], b, acc[g][t]);
+    }
+  }
+  STRATA_UNROLL for (int g = 0; g < G; ++g) STRATA_UNROLL for (int t = 0; t < NT; ++t)
+    _mm256_storeu_ps(out + os * t + 8 * g, acc[g][t]);
+}
+
+template <class W, int NT>
+void gemm_half(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo* xi, size_t xis, float* out) {
+  half_groups<W, 1, NT>(n, w, 0, xq, xs, xi, xis, out, 8);
+}
+
+// A GemmGroupsFn over K<G, NT>::f for G up to MaxG.
+template <template <int, int> class K, int MaxG>
+struct GroupsDispatch {
+  static_assert(MaxG <= kMaxGroupsPerCall && kPackMaxTokens == 4);
+  using Fn = void (*)(int, const uint8_t*, size_t, const uint8_t*, size_t, const Q8BlockInfo*, size_t, float*, size_t);
+  template <int G>
+  static constexpr std::array<Fn, 4> row() {
+    if constexpr (G <= MaxG) return {K<G, 1>::f, K<G, 2>::f, K<G, 3>::f, K<G, 4>::f};
+    else return {};
+  }
+  static void run(int n, const uint8_t* w, size_t gs, int ngroups, const uint8_t* xq, size_t xs, const Q8BlockInfo* xi,
+                  size_t xis, int ntok, float* out, size_t os) {
+    static constexpr std::array<std::array<Fn, 4>, kMaxGroupsPerCall> kFns = {row<1>(), row<2>(), row<3>()};
+    kFns[ngroups - 1][ntok - 1](n, w, gs, xq, xs, xi, xis, out, os);
+  }
+};
+
+template <template <int> class K>
+struct Dispatch {
+  static void run(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo* xsum, size_t xss, int ntok,
+                  float* out) {
+    switch (ntok) {
+      case 1: K<1>::f(n, w, xq, xs, xsum, xss, out); break;
+      case 2: K<2>::f(n, w, xq, xs, xsum, xss, out); break;
+      case 3: K<3>::f(n, w, xq, xs, xsum, xss, out); break;
+      default: K<4>::f(n, w, xq, xs, xsum, xss, out); break;
+    }
+  }
+};
+template <int NT> struct KQ8_0 { static constexpr auto f = gemm_signed32<Q8_0x8, NT>; };
+template <int NT> struct KIQ4_NL { static constexpr auto f = gemm_signed32<IQ4_NLx8, NT>; };
+template <int NT> struct KQ4_1 { static constexpr auto f = gemm_unsigned32<Q4_1x8, NT>; };
+template <int NT> struct KQ5_1 { static constexpr auto f = gemm_unsigned32<Q5_1x8, NT>; };
+template <int NT> struct KQ4_0 { static constexpr auto f = gemm_unsigned32<Q4_0x8, NT>; };
+template <int G, int NT> struct GQ4_0 { static constexpr auto f = unsigned32_groups<Q4_0x8, G, NT>; };
+template <int G, int NT> struct GQ5_0 { static constexpr auto f = unsigned32_groups<Q5_0x8, G, NT>; };
+template <int NT> struct KF16 { static constexpr auto f = gemm_half<WidenF16, NT>; };
+template <int NT> struct KBF16 { static constexpr auto f = gemm_half<WidenBF16, NT>; };
+template <int G, int NT> struct GF16 { static constexpr auto f = half_groups<WidenF16, G, NT>; };
+template <int G, int NT> struct GBF16 { static constexpr auto f = half_groups<WidenBF16, G, NT>; };
+template <int NT> struct KQ5_0 { static constexpr auto f = gemm_unsigned32<Q5_0x8, NT>; };
+template <int NT> struct KQ4_K { static constexpr auto f = gemm_q45_k<BlockQ4_Kx8, NT>; };
+template <int NT> struct KQ5_K { static constexpr auto f = gemm_q45_k<BlockQ5_Kx8, NT>; };
+template <int NT> struct KQ6_K { static constexpr auto f = gemm_q6_k<NT>; };
+template <int NT> struct KIQ4_XS { static constexpr auto f = gemm_iq4_xs<NT>; };
+
+}  // namespace
+}  // namespace strata
