@@ -71,8 +71,9 @@ using GemmX8Fn = void (*)(int n, const uint8_t* w, const uint8_t* xq, size_t xq_
 // table's groups_per_call for the format, at most kMaxGroupsPerCall), the other arguments as for
 // GemmX8Fn: out[t * out_stride + g * 8 + r], the same bits as gemm_x8 on each group. Every
 // broadcast activation then feeds several groups' products, which measured faster where the
-// broadcasts, not the multiplies, were the limit (F16 and BF16: 3 groups; Q4_0, Q5_0: 2).
-constexpr int kMaxGroupsPerCall = 3;
+// broadcasts, not the multiplies, were the limit (F16 and BF16: 3 groups; Q4_0, Q5_0: 2). The
+// AVX-512 table puts two groups in each 512-bit register and takes 4 groups of F16 and BF16.
+constexpr int kMaxGroupsPerCall = 4;
 using GemmGroupsFn = void (*)(int n, const uint8_t* w, size_t group_stride, int ngroups, const uint8_t* xq,
                               size_t xq_stride, const Q8BlockInfo* xinfo, size_t xinfo_stride, int ntok, float* out,
                               size_t out_stride);

@@ -4,6 +4,131 @@
 #include "quant/gemm_x8_simd.h"
 
 namespace strata {
+namespace {
+
+// Two packed groups in one 512-bit register: group 2p in the low 8 lanes, 2p + 1 in the high 8,
+// so their outputs, adjacent in `out`, leave with one store. Each lane computes what the 256-bit
+// kernels compute for its row, in the same order, so the bits are the same.
+inline __m512i join256(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+inline __m256i join128(const void* lo, const void* hi) {
+  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(static_cast<const __m128i*>(lo))),
+                                 _mm_loadu_si128(static_cast<const __m128i*>(hi)), 1);
+}
+inline __m512 load_d16(const uint16_t* d0, const uint16_t* d1) { return _mm512_cvtph_ps(join128(d0, d1)); }
+
+// ---- F16, BF16: G groups = G / 2 registers of two groups, plus one 256-bit group if G is odd ----
+struct WidenF16x16 {
+  static __m512 load(const uint16_t* a, const uint16_t* b) { return _mm512_cvtph_ps(join128(a, b)); }
+  static __m256 load8(const uint16_t* a) { return WidenF16::load(a); }
+};
+struct WidenBF16x16 {
+  static __m512 load(const uint16_t* a, const uint16_t* b) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(join128(a, b)), 16));
+  }
+  static __m256 load8(const uint16_t* a) { return WidenBF16::load(a); }
+};
+
+template <class W, int G, int NT>
+void half_groups_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t,
+                     float* out, size_t os) {
+  constexpr int P = G / 2, R = G % 2, PA = P > 0 ? P : 1;
+  const uint16_t* v[G];
+  STRATA_UNROLL for (int g = 0; g < G; ++g) v[g] = reinterpret_cast<const uint16_t*>(w + gs * g);
+  const float* x[NT];
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const float*>(xq + xs * t);
+  __m512 acc[PA][NT];
+  __m256 acc1[NT];
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+    STRATA_UNROLL for (int p = 0; p < P; ++p) acc[p][t] = _mm512_setzero_ps();
+    acc1[t] = _mm256_setzero_ps();
+  }
+  for (int k = 0; k < n; ++k) {
+    __m512 wv[PA];
+    STRATA_UNROLL for (int p = 0; p < P; ++p) wv[p] = W::load(v[2 * p] + 8 * k, v[2 * p + 1] + 8 * k);
+    __m256 w1 = _mm256_setzero_ps();
+    if constexpr (R) w1 = W::load8(v[G - 1] + 8 * k);
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+      const __m512 b = _mm512_set1_ps(x[t][k]);
+      STRATA_UNROLL for (int p = 0; p < P; ++p) acc[p][t] = _mm512_fmadd_ps(wv[p], b, acc[p][t]);
+      if constexpr (R) acc1[t] = _mm256_fmadd_ps(w1, _mm512_castps512_ps256(b), acc1[t]);
+    }
+  }
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+    STRATA_UNROLL for (int p = 0; p < P; ++p) _mm512_storeu_ps(out + os * t + 16 * p, acc[p][t]);
+    if constexpr (R) _mm256_storeu_ps(out + os * t + 8 * (G - 1), acc1[t]);
+  }
+}
+
+// ---- Q4_0, Q5_0: two groups per call in one register ----
+// Unsigned codes of 4-value group g (0..7) of two Q4_0 / Q5_0 x8 blocks (nibble_group's layout).
+inline __m512i nibble_group2(const uint8_t* qa, const uint8_t* qb, int g) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i v = join256(load256(qa + 32 * (g % 4)), load256(qb + 32 * (g % 4)));
+  return g < 4 ? _mm512_and_si512(v, m4) : _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+}
+struct Q4_0x16 {
+  using Block = BlockQ4_0x8;
+  static constexpr int kShift = 3;
+  static __m512i code(const Block& a, const Block& b, int g) { return nibble_group2(a.qs, b.qs, g); }
+};
+struct Q5_0x16 {
+  using Block = BlockQ5_0x8;
+  static constexpr int kShift = 4;
+  static __m512i code(const Block& a, const Block& b, int g) {
+    const __m512i h = join256(load256(a.qh), load256(b.qh));
+    // bit g of each qh byte to bit 4, as bit_to_4 does
+    const __m512i h4 = g <= 4 ? _mm512_slli_epi16(h, 4 - g) : _mm512_srli_epi16(h, g - 4);
+    return _mm512_or_si512(nibble_group2(a.qs, b.qs, g), _mm512_and_si512(h4, _mm512_set1_epi8(0x10)));
+  }
+};
+
+template <typename F, int NT>
+void unsigned32_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, const Q8BlockInfo* xsum,
+                         size_t xss, float* out, size_t os) {
+  const auto* b0 = reinterpret_cast<const typename F::Block*>(w);
+  const auto* b1 = reinterpret_cast<const typename F::Block*>(w + gs);
+  __m512 acc[NT];
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+  for (int ib = 0; ib < n / 32; ++ib) {
+    prefetch_ahead(b0 + ib);
+    prefetch_ahead(b1 + ib);
+    const BlockQ8_0* y[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_0*>(xq + xs * t) + ib;
+    __m512i s32[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) s32[t] = _mm512_setzero_si512();
+    STRATA_UNROLL for (int g = 0; g < 8; ++g) {
+      const __m512i c = F::code(b0[ib], b1[ib], g);
+      STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+        int32_t x4;
+        std::memcpy(&x4, y[t]->qs + 4 * g, 4);
+        s32[t] = _mm512_dpbusd_epi32(s32[t], c, _mm512_set1_epi32(x4));
+        STRATA_KEEP(s32[t]);
+      }
+    }
+    const __m512 dw = load_d16(b0[ib].d, b1[ib].d);
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+      const Q8BlockInfo& yi = xsum[xss * t + ib];
+      const __m512i v = _mm512_sub_epi32(s32[t], _mm512_slli_epi32(_mm512_set1_epi32(yi.sum), F::kShift));
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(yi.d)), _mm512_cvtepi32_ps(v), acc[t]);
+    }
+  }
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + os * t, acc[t]);
+}
+
+// G = 1 is the 256-bit kernel; G = 2 the pair.
+template <typename F, typename F1, int G, int NT>
+void unsigned32_groups_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, const Q8BlockInfo* xsum,
+                           size_t xss, float* out, size_t os) {
+  if constexpr (G == 1) unsigned32_groups<F1, 1, NT>(n, w, gs, xq, xs, xsum, xss, out, os);
+  else unsigned32_pair_512<F, NT>(n, w, gs, xq, xs, xsum, xss, out, os);
+}
+
+template <int G, int NT> struct GF16x16 { static constexpr auto f = half_groups_512<WidenF16x16, G, NT>; };
+template <int G, int NT> struct GBF16x16 { static constexpr auto f = half_groups_512<WidenBF16x16, G, NT>; };
+template <int G, int NT> struct GQ4_0x16 { static constexpr auto f = unsigned32_groups_512<Q4_0x16, Q4_0x8, G, NT>; };
+template <int G, int NT> struct GQ5_0x16 { static constexpr auto f = unsigned32_groups_512<Q5_0x16, Q5_0x8, G, NT>; };
+
+}  // namespace
 
 void fill_avx512_gemm_x8(KernelTable& t) {
   static_assert(kX8Vnni, "gemm_x8_avx512.cpp must be built with -mavx512vnni -mavx512vl");
@@ -17,8 +142,14 @@ void fill_avx512_gemm_x8(KernelTable& t) {
   t.gemm_x8[static_cast<int>(GgmlType::Q5_K)] = Dispatch<KQ5_K>::run;
   t.gemm_x8[static_cast<int>(GgmlType::Q6_K)] = Dispatch<KQ6_K>::run;
   t.gemm_x8[static_cast<int>(GgmlType::IQ4_XS)] = Dispatch<KIQ4_XS>::run;
-  t.gemm_groups[static_cast<int>(GgmlType::Q4_0)] = GroupsDispatch<GQ4_0, 2>::run;
-  t.gemm_groups[static_cast<int>(GgmlType::Q5_0)] = GroupsDispatch<GQ5_0, 2>::run;
+  // Several groups per call, two per 512-bit register: F16 and BF16 take four groups (two
+  // registers) per call instead of AVX2's three.
+  t.gemm_groups[static_cast<int>(GgmlType::Q4_0)] = GroupsDispatch<GQ4_0x16, 2>::run;
+  t.gemm_groups[static_cast<int>(GgmlType::Q5_0)] = GroupsDispatch<GQ5_0x16, 2>::run;
+  t.gemm_groups[static_cast<int>(GgmlType::F16)] = GroupsDispatch<GF16x16, 4>::run;
+  t.gemm_groups[static_cast<int>(GgmlType::BF16)] = GroupsDispatch<GBF16x16, 4>::run;
+  t.groups_per_call[static_cast<int>(GgmlType::F16)] = 4;
+  t.groups_per_call[static_cast<int>(GgmlType::BF16)] = 4;
 }
 
 }  // namespace strata

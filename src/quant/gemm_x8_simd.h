@@ -519,7 +519,7 @@ struct GroupsDispatch {
   }
   static void run(int n, const uint8_t* w, size_t gs, int ngroups, const uint8_t* xq, size_t xs, const Q8BlockInfo* xi,
                   size_t xis, int ntok, float* out, size_t os) {
-    static constexpr std::array<std::array<Fn, 4>, kMaxGroupsPerCall> kFns = {row<1>(), row<2>(), row<3>()};
+    static constexpr std::array<std::array<Fn, 4>, kMaxGroupsPerCall> kFns = {row<1>(), row<2>(), row<3>(), row<4>()};
     kFns[ngroups - 1][ntok - 1](n, w, gs, xq, xs, xi, xis, out, os);
   }
 };
