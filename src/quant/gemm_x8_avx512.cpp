@@ -115,6 +115,154 @@ void unsigned32_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, 
   STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + os * t, acc[t]);
 }
 
+// ---- Q8_0, IQ4_NL: signed codes, two groups per call in one register ----
+// AVX-512 has no byte sign instruction: the activations are negated under the mask of negative
+// codes instead, which gives psignb's bytes wherever the code is not 0 (and there |code| is 0).
+struct Q8_0x16 {
+  using Block = BlockQ8_0x8;
+  static __m512i code(const Block& a, const Block& b, int g) {
+    return join256(load256(reinterpret_cast<const uint8_t*>(a.qs) + 32 * g), load256(reinterpret_cast<const uint8_t*>(b.qs) + 32 * g));
+  }
+};
+struct IQ4_NLx16 {
+  using Block = BlockIQ4_NLx8;
+  static __m512i code(const Block& a, const Block& b, int g) {
+    const __m512i levels = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+    return _mm512_shuffle_epi8(levels, nibble_group2(a.qs, b.qs, g));
+  }
+};
+
+template <typename F, int NT>
+void signed32_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, const Q8BlockInfo* xsum,
+                       size_t xss, float* out, size_t os) {
+  const auto* b0 = reinterpret_cast<const typename F::Block*>(w);
+  const auto* b1 = reinterpret_cast<const typename F::Block*>(w + gs);
+  __m512 acc[NT];
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+  for (int ib = 0; ib < n / 32; ++ib) {
+    prefetch_ahead(b0 + ib);
+    prefetch_ahead(b1 + ib);
+    const BlockQ8_0* y[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_0*>(xq + xs * t) + ib;
+    __m512i s32[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) s32[t] = _mm512_setzero_si512();
+    STRATA_UNROLL for (int g = 0; g < 8; ++g) {
+      const __m512i c = F::code(b0[ib], b1[ib], g);
+      const __m512i a = _mm512_abs_epi8(c);
+      const __mmask64 neg = _mm512_movepi8_mask(c);
+      STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+        int32_t x4;
+        std::memcpy(&x4, y[t]->qs + 4 * g, 4);
+        const __m512i x = _mm512_set1_epi32(x4);
+        s32[t] = _mm512_dpbusd_epi32(s32[t], a, _mm512_mask_sub_epi8(x, neg, _mm512_setzero_si512(), x));
+        STRATA_KEEP(s32[t]);
+      }
+    }
+    const __m512 dw = load_d16(b0[ib].d, b1[ib].d);
+    STRATA_UNROLL for (int t = 0; t < NT; ++t)
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(xsum[xss * t + ib].d)), _mm512_cvtepi32_ps(s32[t]), acc[t]);
+  }
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + os * t, acc[t]);
+}
+
+template <typename F, typename F1, int G, int NT>
+void signed32_groups_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, const Q8BlockInfo* xsum,
+                         size_t xss, float* out, size_t os) {
+  if constexpr (G == 1) {
+    float one[8 * NT];
+    gemm_signed32<F1, NT>(n, w, xq, xs, xsum, xss, one);
+    for (int t = 0; t < NT; ++t) std::memcpy(out + os * t, one + 8 * t, 8 * sizeof(float));
+  } else {
+    signed32_pair_512<F, NT>(n, w, gs, xq, xs, xsum, xss, out, os);
+  }
+}
+
+// ---- Q4_K, Q5_K: two groups per call in one register (the 256-bit VNNI kernel's steps) ----
+inline __m512i bytes16_u32(const uint8_t* a, const uint8_t* b) {  // a[0..7], b[0..7] widened to 32 bits
+  return _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a)),
+                                                 _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b))));
+}
+inline __m512i bit_to_4_512(__m512i v, int s) {
+  return _mm512_and_si512(s <= 4 ? _mm512_slli_epi16(v, 4 - s) : _mm512_srli_epi16(v, s - 4), _mm512_set1_epi8(0x10));
+}
+
+template <typename Packed, int NT>
+void q45_k_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, float* out, size_t os) {
+  constexpr bool kFive = requires(const Packed& p) { p.qh; };
+  const auto* b0 = reinterpret_cast<const Packed*>(w);
+  const auto* b1 = reinterpret_cast<const Packed*>(w + gs);
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  __m512 acc[NT];
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+  for (int ib = 0; ib < n / 256; ++ib) {
+    const Packed& B0 = b0[ib];
+    const Packed& B1 = b1[ib];
+    prefetch_ahead(b0 + ib);
+    prefetch_ahead(b1 + ib);
+    const BlockQ8_K* y[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
+    __m512i isum[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
+    STRATA_UNROLL for (int j = 0; j < 4; ++j) {
+      __m512i lo32[NT], hi32[NT];
+      STRATA_UNROLL for (int t = 0; t < NT; ++t) lo32[t] = hi32[t] = _mm512_setzero_si512();
+      STRATA_UNROLL for (int g = 0; g < 8; ++g) {
+        const __m512i v = join256(load256(B0.qs + j * 256 + g * 32), load256(B1.qs + j * 256 + g * 32));
+        __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        if constexpr (kFive) {
+          const __m512i hb = join256(load256(B0.qh + g * 32), load256(B1.qh + g * 32));
+          lo = _mm512_or_si512(lo, bit_to_4_512(hb, 2 * j));
+          hi = _mm512_or_si512(hi, bit_to_4_512(hb, 2 * j + 1));
+        }
+        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+          int32_t xl, xh;
+          std::memcpy(&xl, y[t]->qs + 64 * j + 4 * g, 4);
+          std::memcpy(&xh, y[t]->qs + 64 * j + 32 + 4 * g, 4);
+          lo32[t] = _mm512_dpbusd_epi32(lo32[t], lo, _mm512_set1_epi32(xl));
+          hi32[t] = _mm512_dpbusd_epi32(hi32[t], hi, _mm512_set1_epi32(xh));
+          STRATA_KEEP(lo32[t]);
+          STRATA_KEEP(hi32[t]);
+        }
+      }
+      const __m512i sl = bytes16_u32(B0.sc[2 * j], B1.sc[2 * j]), sh = bytes16_u32(B0.sc[2 * j + 1], B1.sc[2 * j + 1]);
+      STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+        isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(lo32[t], sl), _mm512_mullo_epi32(hi32[t], sh)));
+        STRATA_KEEP(isum[t]);
+      }
+    }
+    __m512i mins[4];  // lane r: (min of sub-block 2p, min of sub-block 2p + 1) as 16-bit values
+    for (int p = 0; p < 4; ++p)
+      mins[p] = _mm512_or_si512(bytes16_u32(B0.mn[2 * p], B1.mn[2 * p]),
+                                _mm512_slli_epi32(bytes16_u32(B0.mn[2 * p + 1], B1.mn[2 * p + 1]), 16));
+    const __m512 dw = load_d16(B0.d, B1.d), dm = load_d16(B0.dmin, B1.dmin);
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+      const int16_t* bs = y[t]->bsums;
+      __m512i m32 = _mm512_setzero_si512();
+      for (int p = 0; p < 4; ++p) {
+        const int lo = bs[4 * p] + bs[4 * p + 1], hi = bs[4 * p + 2] + bs[4 * p + 3];
+        const __m512i pair = _mm512_set1_epi32(static_cast<int32_t>((static_cast<uint32_t>(lo) & 0xFFFFu) | (static_cast<uint32_t>(hi) << 16)));
+        m32 = _mm512_add_epi32(m32, _mm512_madd_epi16(mins[p], pair));
+      }
+      const __m512 dx = _mm512_set1_ps(y[t]->d);
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, dx), _mm512_cvtepi32_ps(isum[t]), acc[t]);
+      acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dm, dx), _mm512_cvtepi32_ps(m32), acc[t]);
+    }
+  }
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + os * t, acc[t]);
+}
+
+template <typename Packed, int G, int NT>
+void q45_k_groups_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, const Q8BlockInfo* xi,
+                      size_t xis, float* out, size_t os) {
+  if constexpr (G == 1) {
+    float one[8 * NT];
+    gemm_q45_k<Packed, NT>(n, w, xq, xs, xi, xis, one);
+    for (int t = 0; t < NT; ++t) std::memcpy(out + os * t, one + 8 * t, 8 * sizeof(float));
+  } else {
+    q45_k_pair_512<Packed, NT>(n, w, gs, xq, xs, out, os);
+  }
+}
+
 // G = 1 is the 256-bit kernel; G = 2 the pair.
 template <typename F, typename F1, int G, int NT>
 void unsigned32_groups_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, const Q8BlockInfo* xsum,
@@ -127,6 +275,10 @@ template <int G, int NT> struct GF16x16 { static constexpr auto f = half_groups_
 template <int G, int NT> struct GBF16x16 { static constexpr auto f = half_groups_512<WidenBF16x16, G, NT>; };
 template <int G, int NT> struct GQ4_0x16 { static constexpr auto f = unsigned32_groups_512<Q4_0x16, Q4_0x8, G, NT>; };
 template <int G, int NT> struct GQ5_0x16 { static constexpr auto f = unsigned32_groups_512<Q5_0x16, Q5_0x8, G, NT>; };
+template <int G, int NT> struct GQ4_Kx16 { static constexpr auto f = q45_k_groups_512<BlockQ4_Kx8, G, NT>; };
+template <int G, int NT> struct GQ5_Kx16 { static constexpr auto f = q45_k_groups_512<BlockQ5_Kx8, G, NT>; };
+template <int G, int NT> struct GQ8_0x16 { static constexpr auto f = signed32_groups_512<Q8_0x16, Q8_0x8, G, NT>; };
+template <int G, int NT> struct GIQ4_NLx16 { static constexpr auto f = signed32_groups_512<IQ4_NLx16, IQ4_NLx8, G, NT>; };
 
 }  // namespace
 
@@ -142,10 +294,18 @@ void fill_avx512_gemm_x8(KernelTable& t) {
   t.gemm_x8[static_cast<int>(GgmlType::Q5_K)] = Dispatch<KQ5_K>::run;
   t.gemm_x8[static_cast<int>(GgmlType::Q6_K)] = Dispatch<KQ6_K>::run;
   t.gemm_x8[static_cast<int>(GgmlType::IQ4_XS)] = Dispatch<KIQ4_XS>::run;
-  // Several groups per call, two per 512-bit register: F16 and BF16 take four groups (two
-  // registers) per call instead of AVX2's three.
+  // Several groups per call, two per 512-bit register: Q8_0, IQ4_NL, Q4_K and Q5_K gain such kernels, and F16
+  // and BF16 take four groups (two registers) per call instead of AVX2's three.
   t.gemm_groups[static_cast<int>(GgmlType::Q4_0)] = GroupsDispatch<GQ4_0x16, 2>::run;
   t.gemm_groups[static_cast<int>(GgmlType::Q5_0)] = GroupsDispatch<GQ5_0x16, 2>::run;
+  t.gemm_groups[static_cast<int>(GgmlType::Q8_0)] = GroupsDispatch<GQ8_0x16, 2>::run;
+  t.gemm_groups[static_cast<int>(GgmlType::IQ4_NL)] = GroupsDispatch<GIQ4_NLx16, 2>::run;
+  t.gemm_groups[static_cast<int>(GgmlType::Q4_K)] = GroupsDispatch<GQ4_Kx16, 2>::run;
+  t.gemm_groups[static_cast<int>(GgmlType::Q5_K)] = GroupsDispatch<GQ5_Kx16, 2>::run;
+  t.groups_per_call[static_cast<int>(GgmlType::Q4_K)] = 2;
+  t.groups_per_call[static_cast<int>(GgmlType::Q5_K)] = 2;
+  t.groups_per_call[static_cast<int>(GgmlType::Q8_0)] = 2;
+  t.groups_per_call[static_cast<int>(GgmlType::IQ4_NL)] = 2;
   t.gemm_groups[static_cast<int>(GgmlType::F16)] = GroupsDispatch<GF16x16, 4>::run;
   t.gemm_groups[static_cast<int>(GgmlType::BF16)] = GroupsDispatch<GBF16x16, 4>::run;
   t.groups_per_call[static_cast<int>(GgmlType::F16)] = 4;
