@@ -16,6 +16,7 @@ import json
 import os
 import pathlib
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -65,7 +66,9 @@ def build_peer(cache):
 def run_json(cmd):
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed:\n{out.stderr[-2000:]}")
+        how = (f"killed by {signal.Signals(-out.returncode).name}" if out.returncode < 0
+               else f"exit code {out.returncode}")
+        raise RuntimeError(f"{' '.join(cmd)} failed ({how}):\n{out.stderr[-2000:]}")
     return json.loads(out.stdout)
 
 
@@ -98,7 +101,9 @@ def main():
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     cache = pathlib.Path(os.environ.get("STRATA_CACHE", pathlib.Path.home() / ".cache" / "strata"))
-    exe = pathlib.Path(a.llama_bench) if a.llama_bench else build_peer(cache)
+    # Absolute paths: a bare relative name such as "strata" would otherwise be looked up in PATH.
+    a.strata = os.path.abspath(a.strata)
+    exe = pathlib.Path(a.llama_bench).resolve() if a.llama_bench else build_peer(cache)
     samples = {m: {"peer": [], "strata": []} for m in a.models}
     for rnd in range(a.rounds):
         for m in a.models:
