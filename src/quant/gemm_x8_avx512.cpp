@@ -263,6 +263,137 @@ void q45_k_groups_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, siz
   }
 }
 
+// ---- Q6_K, IQ4_XS: two groups per call in one register (the 256-bit VNNI kernels' steps) ----
+inline __m512i bytes16_i32(const int8_t* a, const int8_t* b) {  // a[0..7], b[0..7] sign-extended to 32 bits
+  return _mm512_cvtepi8_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a)),
+                                                 _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b))));
+}
+inline __m512i bcast_pair512(int lo, int hi) {
+  return _mm512_set1_epi32(static_cast<int32_t>((static_cast<uint32_t>(lo) & 0xFFFFu) | (static_cast<uint32_t>(hi) << 16)));
+}
+
+template <int NT>
+void q6_k_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, float* out, size_t os) {
+  const auto* b0 = reinterpret_cast<const BlockQ6_Kx8*>(w);
+  const auto* b1 = reinterpret_cast<const BlockQ6_Kx8*>(w + gs);
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+  __m512 acc[NT];
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+  for (int ib = 0; ib < n / 256; ++ib) {
+    const BlockQ6_Kx8& B0 = b0[ib];
+    const BlockQ6_Kx8& B1 = b1[ib];
+    prefetch_ahead(b0 + ib);
+    prefetch_ahead(b1 + ib);
+    const BlockQ8_K* y[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
+    __m512i isum[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
+    for (int q = 0; q < 4; ++q) {  // groups 4q..4q+3 (+16m) share scale q + 4m
+      STRATA_UNROLL for (int m = 0; m < 4; ++m) {
+        __m512i s32[NT];
+        STRATA_UNROLL for (int t = 0; t < NT; ++t) s32[t] = _mm512_setzero_si512();
+        STRATA_UNROLL for (int h = 4 * q; h < 4 * q + 4; ++h) {
+          const int lq = (h + 16 * (m & 1)) * 32;
+          const __m512i l = join256(load256(B0.ql + lq), load256(B1.ql + lq));
+          const __m512i hb = join256(load256(B0.qh + h * 32), load256(B1.qh + h * 32));
+          const __m512i lo = (m & 2) ? _mm512_and_si512(_mm512_srli_epi16(l, 4), m4) : _mm512_and_si512(l, m4);
+          const __m512i hi = m == 0 ? _mm512_slli_epi16(hb, 4) : m == 1 ? _mm512_slli_epi16(hb, 2) : m == 2 ? hb : _mm512_srli_epi16(hb, 2);
+          const __m512i c = _mm512_or_si512(lo, _mm512_and_si512(hi, m30));
+          const int G = h + 16 * m;
+          STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+            int32_t x4;
+            std::memcpy(&x4, y[t]->qs + 4 * G, 4);
+            s32[t] = _mm512_dpbusd_epi32(s32[t], c, _mm512_set1_epi32(x4));
+            STRATA_KEEP(s32[t]);
+          }
+        }
+        const __m512i sc = bytes16_i32(B0.sc[q + 4 * m], B1.sc[q + 4 * m]);
+        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+          isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(s32[t], sc));
+          STRATA_KEEP(isum[t]);
+        }
+      }
+    }
+    const __m512 dw = load_d16(B0.d, B1.d);
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+      const int16_t* bs = y[t]->bsums;
+      __m512i off = _mm512_setzero_si512();
+      for (int p = 0; p < 8; ++p) {
+        const __m512i lo = _mm512_and_si512(bytes16_i32(B0.sc[2 * p], B1.sc[2 * p]), _mm512_set1_epi32(0xFFFF));
+        const __m512i pair = _mm512_or_si512(lo, _mm512_slli_epi32(bytes16_i32(B0.sc[2 * p + 1], B1.sc[2 * p + 1]), 16));
+        off = _mm512_add_epi32(off, _mm512_madd_epi16(pair, bcast_pair512(bs[2 * p], bs[2 * p + 1])));
+      }
+      const __m512i total = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(off, 5));
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(y[t]->d)), _mm512_cvtepi32_ps(total), acc[t]);
+    }
+  }
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + os * t, acc[t]);
+}
+
+template <int NT>
+void iq4_xs_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, float* out, size_t os) {
+  const auto* b0 = reinterpret_cast<const BlockIQ4_XSx8*>(w);
+  const auto* b1 = reinterpret_cast<const BlockIQ4_XSx8*>(w + gs);
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i levels = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+  __m512 acc[NT];
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+  for (int ib = 0; ib < n / 256; ++ib) {
+    const BlockIQ4_XSx8& B0 = b0[ib];
+    const BlockIQ4_XSx8& B1 = b1[ib];
+    prefetch_ahead(b0 + ib);
+    prefetch_ahead(b1 + ib);
+    const BlockQ8_K* y[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
+    __m512i isum[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
+    for (int sub = 0; sub < 8; ++sub) {
+      __m512i s32[NT];
+      STRATA_UNROLL for (int t = 0; t < NT; ++t) s32[t] = _mm512_setzero_si512();
+      STRATA_UNROLL for (int g = 0; g < 4; ++g) {
+        const int o = sub * 128 + g * 32;
+        const __m512i v = join256(load256(B0.qs + o), load256(B1.qs + o));
+        const __m512i c0 = _mm512_shuffle_epi8(levels, _mm512_and_si512(v, m4));                         // values 4g..
+        const __m512i c1 = _mm512_shuffle_epi8(levels, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));  // 16+4g..
+        const __m512i a0 = _mm512_abs_epi8(c0), a1 = _mm512_abs_epi8(c1);
+        const __mmask64 n0 = _mm512_movepi8_mask(c0), n1 = _mm512_movepi8_mask(c1);
+        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+          const int8_t* x = y[t]->qs + 32 * sub + 4 * g;
+          int32_t x0, x1;
+          std::memcpy(&x0, x, 4);
+          std::memcpy(&x1, x + 16, 4);
+          const __m512i v0 = _mm512_set1_epi32(x0), v1 = _mm512_set1_epi32(x1);
+          s32[t] = _mm512_dpbusd_epi32(s32[t], a0, _mm512_mask_sub_epi8(v0, n0, _mm512_setzero_si512(), v0));
+          s32[t] = _mm512_dpbusd_epi32(s32[t], a1, _mm512_mask_sub_epi8(v1, n1, _mm512_setzero_si512(), v1));
+          STRATA_KEEP(s32[t]);
+        }
+      }
+      const __m512i sc = bytes16_i32(B0.sc[sub], B1.sc[sub]);
+      STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+        isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(s32[t], sc));
+        STRATA_KEEP(isum[t]);
+      }
+    }
+    const __m512 dw = load_d16(B0.d, B1.d);
+    STRATA_UNROLL for (int t = 0; t < NT; ++t)
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(y[t]->d)), _mm512_cvtepi32_ps(isum[t]), acc[t]);
+  }
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + os * t, acc[t]);
+}
+
+// G = 1 through the 256-bit kernel K (a GemmX8Fn), G = 2 through the pair P.
+template <auto K, auto P, int G, int NT>
+void k_groups_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, const Q8BlockInfo* xi, size_t xis,
+                  float* out, size_t os) {
+  if constexpr (G == 1) {
+    float one[8 * NT];
+    K(n, w, xq, xs, xi, xis, one);
+    for (int t = 0; t < NT; ++t) std::memcpy(out + os * t, one + 8 * t, 8 * sizeof(float));
+  } else {
+    P(n, w, gs, xq, xs, out, os);
+  }
+}
+
 // G = 1 is the 256-bit kernel; G = 2 the pair.
 template <typename F, typename F1, int G, int NT>
 void unsigned32_groups_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, const Q8BlockInfo* xsum,
@@ -277,6 +408,8 @@ template <int G, int NT> struct GQ4_0x16 { static constexpr auto f = unsigned32_
 template <int G, int NT> struct GQ5_0x16 { static constexpr auto f = unsigned32_groups_512<Q5_0x16, Q5_0x8, G, NT>; };
 template <int G, int NT> struct GQ4_Kx16 { static constexpr auto f = q45_k_groups_512<BlockQ4_Kx8, G, NT>; };
 template <int G, int NT> struct GQ5_Kx16 { static constexpr auto f = q45_k_groups_512<BlockQ5_Kx8, G, NT>; };
+template <int G, int NT> struct GQ6_Kx16 { static constexpr auto f = k_groups_512<gemm_q6_k<NT>, q6_k_pair_512<NT>, G, NT>; };
+template <int G, int NT> struct GIQ4_XSx16 { static constexpr auto f = k_groups_512<gemm_iq4_xs<NT>, iq4_xs_pair_512<NT>, G, NT>; };
 template <int G, int NT> struct GQ8_0x16 { static constexpr auto f = signed32_groups_512<Q8_0x16, Q8_0x8, G, NT>; };
 template <int G, int NT> struct GIQ4_NLx16 { static constexpr auto f = signed32_groups_512<IQ4_NLx16, IQ4_NLx8, G, NT>; };
 
@@ -294,7 +427,7 @@ void fill_avx512_gemm_x8(KernelTable& t) {
   t.gemm_x8[static_cast<int>(GgmlType::Q5_K)] = Dispatch<KQ5_K>::run;
   t.gemm_x8[static_cast<int>(GgmlType::Q6_K)] = Dispatch<KQ6_K>::run;
   t.gemm_x8[static_cast<int>(GgmlType::IQ4_XS)] = Dispatch<KIQ4_XS>::run;
-  // Several groups per call, two per 512-bit register: Q8_0, IQ4_NL, Q4_K and Q5_K gain such kernels, and F16
+  // Several groups per call, two per 512-bit register: Q8_0, IQ4_NL and the K-quants and IQ4_XS gain such kernels, and F16
   // and BF16 take four groups (two registers) per call instead of AVX2's three.
   t.gemm_groups[static_cast<int>(GgmlType::Q4_0)] = GroupsDispatch<GQ4_0x16, 2>::run;
   t.gemm_groups[static_cast<int>(GgmlType::Q5_0)] = GroupsDispatch<GQ5_0x16, 2>::run;
@@ -302,6 +435,10 @@ void fill_avx512_gemm_x8(KernelTable& t) {
   t.gemm_groups[static_cast<int>(GgmlType::IQ4_NL)] = GroupsDispatch<GIQ4_NLx16, 2>::run;
   t.gemm_groups[static_cast<int>(GgmlType::Q4_K)] = GroupsDispatch<GQ4_Kx16, 2>::run;
   t.gemm_groups[static_cast<int>(GgmlType::Q5_K)] = GroupsDispatch<GQ5_Kx16, 2>::run;
+  t.gemm_groups[static_cast<int>(GgmlType::Q6_K)] = GroupsDispatch<GQ6_Kx16, 2>::run;
+  t.gemm_groups[static_cast<int>(GgmlType::IQ4_XS)] = GroupsDispatch<GIQ4_XSx16, 2>::run;
+  t.groups_per_call[static_cast<int>(GgmlType::Q6_K)] = 2;
+  t.groups_per_call[static_cast<int>(GgmlType::IQ4_XS)] = 2;
   t.groups_per_call[static_cast<int>(GgmlType::Q4_K)] = 2;
   t.groups_per_call[static_cast<int>(GgmlType::Q5_K)] = 2;
   t.groups_per_call[static_cast<int>(GgmlType::Q8_0)] = 2;
