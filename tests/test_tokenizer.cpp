@@ -75,6 +75,24 @@ TEST(Tokenizer, Stories260KPromptIds) {
   EXPECT_EQ(ids, want);
 }
 
+// A byte token whose text is not "<0xHH>" (a hostile or broken file) decodes as its text; it
+// used to throw std::invalid_argument out of decode (found by fuzz_gguf).
+TEST(Tokenizer, MalformedByteTokensDecodeAsText) {
+  gguf::Writer w;
+  w.set_string("tokenizer.ggml.model", "llama");
+  w.set_string_array("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>", "<0x41>", "<0xZZ>", "<0x4G>", "<0x-1>", "<0x7f>", "<0x41]"});
+  w.set_f32_array("tokenizer.ggml.scores", std::vector<float>(9, 0.f));
+  w.set_i32_array("tokenizer.ggml.token_type", {2, 3, 3, 6, 6, 6, 6, 6, 6});
+  auto f = gguf::File::from_bytes(w.to_bytes());
+  auto tk = tok::Tokenizer::from_gguf(*f);
+  EXPECT_EQ(tk->decode({3}), "A");
+  EXPECT_EQ(tk->decode({7}), "\x7f");
+  EXPECT_EQ(tk->decode({4}), "<0xZZ>");
+  EXPECT_EQ(tk->decode({5}), "<0x4G>");
+  EXPECT_EQ(tk->decode({6}), "<0x-1>");
+  EXPECT_EQ(tk->decode({8}), "<0x41]");
+}
+
 TEST(Tokenizer, SpecialTokensParsedOnlyWhenAsked) {
   auto f = gguf::File::open(test::shared_dir() + "/tokenizer/ggml-vocab-qwen2.gguf");
   auto tk = tok::Tokenizer::from_gguf(*f);

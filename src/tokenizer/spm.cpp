@@ -13,6 +13,13 @@ namespace {
 
 const std::string kSpace = "\xE2\x96\x81";  // U+2581
 
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
 class SpmTokenizer : public Tokenizer {
  public:
   explicit SpmTokenizer(const gguf::File& f) {
@@ -112,8 +119,10 @@ class SpmTokenizer : public Tokenizer {
 
   std::string token_bytes(int32_t id) const override {
     const auto& t = tokens_[id];
-    if (t.type == TokenType::Byte && t.text.size() == 6 && t.text.rfind("<0x", 0) == 0) {
-      return std::string(1, static_cast<char>(std::stoi(t.text.substr(3, 2), nullptr, 16)));
+    // "<0xHH>" with two hex digits; a byte token spelled otherwise (a hostile file) is plain text.
+    if (t.type == TokenType::Byte && t.text.size() == 6 && t.text.rfind("<0x", 0) == 0 && t.text[5] == '>') {
+      const int hi = hex_digit(t.text[3]), lo = hex_digit(t.text[4]);
+      if (hi >= 0 && lo >= 0) return std::string(1, static_cast<char>(hi * 16 + lo));
     }
     std::string s;
     for (size_t i = 0; i < t.text.size();) {
