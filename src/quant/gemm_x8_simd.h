@@ -237,12 +237,24 @@ void gemm_signed32(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const 
 // Q4_K, Q5_K: a sub-block's maddubs results (each pair below 2*15*127 for Q4_K, 2*31*128 for
 // Q5_K) sum exactly in 16 bits, eight (Q4_K) or four (Q5_K) at a time; madd then applies the
 // row's 6-bit scale. Q5_K's fifth bits: bit s of a high-bit byte moved to bit 4 (bit_to_4).
+// Codes of group g of sub-blocks 2j (lo) and 2j + 1 (hi) of a Q4_K / Q5_K x8 block.
+template <typename Packed>
+inline void q45_k_codes(const Packed& B, int j, int g, __m256i& lo, __m256i& hi) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i v = load256(B.qs + j * 256 + g * 32);
+  lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+  if constexpr (requires { B.qh; }) {
+    const __m256i hb = load256(B.qh + g * 32);
+    lo = _mm256_or_si256(lo, bit_to_4(hb, 2 * j));
+    hi = _mm256_or_si256(hi, bit_to_4(hb, 2 * j + 1));
+  }
+}
+
 template <typename Packed, int NT>
 void gemm_q45_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {
   constexpr bool kFive = requires(const Packed& p) { p.qh; };
   [[maybe_unused]] constexpr int kPerSum = kFive ? 4 : 8;
   const auto* b = reinterpret_cast<const Packed*>(w);
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256 acc[NT];
   STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int ib = 0; ib < n / 256; ++ib) {
@@ -259,13 +271,8 @@ void gemm_q45_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
       __m256i lo32[NT], hi32[NT];
       STRATA_UNROLL for (int t = 0; t < NT; ++t) lo32[t] = hi32[t] = _mm256_setzero_si256();
       STRATA_UNROLL for (int g = 0; g < 8; ++g) {
-        const __m256i v = load256(B.qs + j * 256 + g * 32);
-        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        if constexpr (kFive) {
-          const __m256i hb = load256(B.qh + g * 32);
-          lo = _mm256_or_si256(lo, bit_to_4(hb, 2 * j));
-          hi = _mm256_or_si256(hi, bit_to_4(hb, 2 * j + 1));
-        }
+        __m256i lo, hi;
+        q45_k_codes(B, j, g, lo, hi);
         STRATA_UNROLL for (int t = 0; t < NT; ++t) {
           lo32[t] = _mm256_dpbusd_epi32(lo32[t], lo, bcast4(y[t]->qs + 64 * j + 4 * g));
           hi32[t] = _mm256_dpbusd_epi32(hi32[t], hi, bcast4(y[t]->qs + 64 * j + 32 + 4 * g));
@@ -282,13 +289,8 @@ void gemm_q45_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
       STRATA_UNROLL for (int g0 = 0; g0 < 8; g0 += kPerSum) {
         __m256i lo16[NT], hi16[NT];
         STRATA_UNROLL for (int g = g0; g < g0 + kPerSum; ++g) {
-          const __m256i v = load256(B.qs + j * 256 + g * 32);
-          __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-          if constexpr (kFive) {
-            const __m256i hb = load256(B.qh + g * 32);
-            lo = _mm256_or_si256(lo, bit_to_4(hb, 2 * j));
-            hi = _mm256_or_si256(hi, bit_to_4(hb, 2 * j + 1));
-          }
+          __m256i lo, hi;
+          q45_k_codes(B, j, g, lo, hi);
           STRATA_UNROLL for (int t = 0; t < NT; ++t) {
             const __m256i pl = _mm256_maddubs_epi16(lo, bcast4(y[t]->qs + 64 * j + 4 * g));
             const __m256i ph = _mm256_maddubs_epi16(hi, bcast4(y[t]->qs + 64 * j + 32 + 4 * g));
