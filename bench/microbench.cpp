@@ -1,7 +1,7 @@
 // Google Benchmark microbenchmarks of the dot kernels, one per weight format:
 //  - Dot/<format>: one 4096-wide row against quantized activations, in L1 (kernel throughput).
 //  - Matvec/<format>: y = W x over a 64 MiB matrix on one thread (memory-bound decode step;
-//    MV_KIB=256 for a matrix in cache, the kernel's own speed).
+//    MV_KIB=256 for a matrix in cache, the kernel's own speed; MV_COLS sets the row width).
 //  - Matmul/<format>: 128 activation rows through a 896 x 4864 matrix (compute-bound prefill).
 // Formats with an 8-row packed kernel are packed first, as the model loader does; set
 // STRATA_REPACK=0 to measure the file-layout kernels instead.
@@ -89,7 +89,8 @@ std::vector<uint8_t> pack(ops::Matrix& m) {
 }
 
 void BM_Matvec(benchmark::State& state, GgmlType t) {
-  const int64_t cols = 4096;
+  // MV_COLS: the row width (default 4096); a 0.6B model's projections have 1024.
+  const int64_t cols = std::getenv("MV_COLS") ? atoll(std::getenv("MV_COLS")) : 4096;
   // MV_KIB: the matrix size in KiB (default 64 MiB); a cache-sized matrix shows the kernel's own speed.
   const int64_t bytes = (std::getenv("MV_KIB") ? atoll(std::getenv("MV_KIB")) : 65536ll) << 10;
   const int64_t rows = std::max<int64_t>(64, bytes / static_cast<int64_t>(row_bytes(t, cols)));

@@ -157,6 +157,37 @@ TEST_P(IntKernelParity, MultiRowKernelIsBitIdenticalToSingleRow) {
 }
 }
 
+// Decode takes several weight rows per call where the format has such a kernel: every row's
+// output has the bits of the single-row kernel, for every row count (pairs and an odd last row).
+TEST_P(IntKernelParity, WeightRowsKernelIsBitIdenticalToSingleRow) {
+  if (simd_tables().empty()) GTEST_SKIP() << "CPU has no AVX2";
+  const GgmlType t = GetParam();
+  for (const KernelTable* simd : simd_tables()) {
+    SCOPED_TRACE(simd->isa);
+    const QDotRowsFn drows = simd->dotq_rows[static_cast<int>(t)];
+    if (!drows) continue;  // matmul uses the single-row kernel for this format
+    const GgmlType at = activation_type(t);
+    const int n = 768;
+    const size_t rb = row_bytes(t, n);
+    std::vector<uint8_t> rows;
+    for (int r = 0; r < 5; ++r) {
+      auto row = random_row(t, n, 70 + r, r % 2 == 1);
+      rows.insert(rows.end(), row.begin(), row.end());
+    }
+    auto x = randn(n, 7, 20.f);
+    std::vector<uint8_t> xq(row_bytes(at, n));
+    quantize_row(at, x.data(), xq.data(), n);
+    for (int nrows = 1; nrows <= 5; ++nrows) {
+      float out[5];
+      drows(n, rows.data(), rb, nrows, xq.data(), out);
+      for (int r = 0; r < nrows; ++r) {
+        const float single = simd->dotq[static_cast<int>(t)](n, rows.data() + r * rb, xq.data());
+        EXPECT_EQ(0, std::memcmp(&out[r], &single, 4)) << type_name(t) << " nrows " << nrows << " row " << r;
+      }
+    }
+  }
+}
+
 // Prefill of the lookup-bound formats decodes 8 weight rows at once (fewer at a matrix's end):
 // every row's output has the bits of the single-row kernel on it.
 TEST_P(IntKernelParity, DecodedRowsGiveTheSingleRowBits) {

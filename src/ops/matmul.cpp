@@ -75,6 +75,13 @@ void matmul_rows(const Matrix& w, int64_t r_begin, const float* x, const Quantiz
       });
       return;
     }
+    // Decode: several weight rows per call where the format has such a kernel (same bits).
+    if (const QDotRowsFn drows = n_tok == 1 ? k.dotq_rows[static_cast<int>(w.type)] : nullptr) {
+      pool.parallel_for(n, 16, [&](int64_t i0, int64_t i1) {
+        drows(cols, w.row(r_begin + i0), w.row_stride, static_cast<int>(i1 - i0), xqp, y + r_begin + i0);
+      });
+      return;
+    }
     if (const QDotMultiFn dm = n_tok > 1 ? k.dotq_multi[static_cast<int>(w.type)] : nullptr) {
       pool.parallel_for(n, 16, [&](int64_t i0, int64_t i1) {
         float out[4];

@@ -18,13 +18,6 @@ namespace strata {
 
 namespace {
 
-inline float hsum(__m256 v) {
-  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-  return _mm_cvtss_f32(lo);
-}
-
 template <typename Block, typename Unpack, int NT>
 void dotq_vnni_n(int n, const Block* b, const uint8_t* xq, size_t stride, float* out) {
   __m256 acc[NT];

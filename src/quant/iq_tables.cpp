@@ -30,12 +30,6 @@ const Tables& tables() {
     for (int e = 0; e < 512; ++e) r.iq3s[e] = static_cast<uint32_t>(expand(kIq3sGridPacked[e], 4, 7, l3s));
     for (int e = 0; e < 2048; ++e) r.iq1s[e] = expand(kIq1sGridPacked[e], 2, 3, l1);
     for (int i = 0; i < 128; ++i) r.ksigns[i] = static_cast<uint8_t>(i | ((std::popcount(static_cast<unsigned>(i)) & 1) << 7));
-    for (int s = 0; s < 256; ++s) {
-      uint64_t v = 0;
-      for (int j = 0; j < 8; ++j) v |= static_cast<uint64_t>((s >> j) & 1 ? 0xFF : 0x01) << (8 * j);
-      r.sign_bytes[s] = v;
-    }
-    for (int i = 0; i < 128; ++i) r.ksign_bytes[i] = r.sign_bytes[r.ksigns[i]];
     return r;
   }();
   return t;

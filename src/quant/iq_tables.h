@@ -19,9 +19,6 @@ struct Tables {
   uint64_t iq1s[2048];                           // 8 signed values of {-1, 0, 1}
   // The 7 stored sign bits of a group of 8 plus an 8th that makes the count of minus signs even.
   uint8_t ksigns[128];
-  // sign byte -> 8 bytes, 0xFF where the bit is set (negative) and 0x01 elsewhere
-  uint64_t sign_bytes[256];
-  uint64_t ksign_bytes[128];  // sign_bytes[ksigns[i]]
 };
 const Tables& tables();
 

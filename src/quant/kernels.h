@@ -24,6 +24,9 @@ using ExpShiftFn = void (*)(int n, const float* x, float shift, float* out);  //
 // out[r] = rows[r * n .. r * n + n) . x for r < nrows
 using DotRowsFn = void (*)(int n, const float* x, const float* rows, int nrows, float* out);
 using QDotMultiFn = void (*)(int n, const void* w, const uint8_t* xq, size_t xq_stride, int ntok, float* out);
+// Decode: nrows weight rows (row_stride bytes apart) against one quantized activation row;
+// out[r] is bit-identical to QDotFn on row r.
+using QDotRowsFn = void (*)(int n, const uint8_t* w, size_t row_stride, int nrows, const uint8_t* xq, float* out);
 // Formats whose chunks are decoded through table lookups (i-quants, Q2_K, Q3_K, TQ1_0, TQ2_0): for
 // prefill, up to 8 weight rows (row_stride bytes apart; missing rows count as zero) are decoded
 // at once into kDecodedX8BlockBytes per 256 columns; KernelTable::gemm_decoded8 (a GemmX8Fn taking
@@ -45,6 +48,7 @@ struct KernelTable {
   QDotFn dotq[kMaxTypes] = {};  // integer kernels; where absent, matmul dequantizes the quantized
                                 // activations and uses dot[] (same values, float arithmetic)
   QDotMultiFn dotq_multi[kMaxTypes] = {};  // optional: several activation rows per weight row
+  QDotRowsFn dotq_rows[kMaxTypes] = {};    // optional: several weight rows per activation row
   DecodeRows8Fn decode_rows8[kMaxTypes] = {};  // optional, with gemm_decoded8: prefill of lookup formats
   GemmX8Fn gemm_decoded8[kMaxTypes] = {};
   GemmX8Fn gemm_x8[kMaxTypes] = {};        // kernels on weights packed 8 rows at a time

@@ -28,6 +28,14 @@
 namespace strata {
 namespace {
 
+// Sum of the 8 lanes: halves, then pairs, then the last two.
+inline float hsum(__m256 v) {
+  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+  return _mm_cvtss_f32(lo);
+}
+
 inline float h2f(uint16_t h) { return _cvtsh_ss(h); }  // F16C
 
 inline void nibbles(const uint8_t* qs, __m128i& lo, __m128i& hi) {
