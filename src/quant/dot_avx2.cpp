@@ -567,27 +567,32 @@ inline __m256i scale_pair(__m256i scales, int c) {
   return _mm256_shuffle_epi8(scales, _mm256_load_si256(reinterpret_cast<const __m256i*>(kScalePair.idx[c])));
 }
 
-// A block's 32 sign bytes (bit j of byte k: value j of group k is negative) as sign sources,
-// 0xFF for negative and 0x01 for positive values, chunk by chunk with one shuffle each: bytes
-// 0-15 and 16-31 are first copied into both 128-bit lanes, so chunk c's four bytes are in reach.
-struct BlockSigns {
+inline __m128i load16(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+
+// One byte per group of 8 values for a whole block (32 groups), spread chunk by chunk over the
+// values with one shuffle each: bytes 0-15 and 16-31 are first copied into both 128-bit lanes,
+// so chunk c's four bytes are in reach.
+struct GroupBytes {
   __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
-  BlockSigns() = default;
-  explicit BlockSigns(const uint8_t* sg32) {
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sg32));
-    lo = _mm256_permute2x128_si256(v, v, 0x00);
-    hi = _mm256_permute2x128_si256(v, v, 0x11);
-  }
-  __m256i operator()(int c) const {
+  GroupBytes() = default;
+  GroupBytes(__m128i g0_15, __m128i g16_31) : lo(_mm256_set_m128i(g0_15, g0_15)), hi(_mm256_set_m128i(g16_31, g16_31)) {}
+  explicit GroupBytes(const uint8_t* g32) : GroupBytes(load16(g32), load16(g32 + 16)) {}
+  explicit GroupBytes(__m256i g) : lo(_mm256_permute2x128_si256(g, g, 0x00)), hi(_mm256_permute2x128_si256(g, g, 0x11)) {}
+  // Chunk c: byte 8k + j is group 4c + k's byte.
+  __m256i spread(int c) const {
     alignas(32) static constexpr auto kSpread = [] {
       std::array<std::array<uint8_t, 32>, 4> p{};
       for (int k = 0; k < 4; ++k)
         for (int j = 0; j < 32; ++j) p[k][j] = static_cast<uint8_t>(4 * k + j / 8);
       return p;
     }();
-    const __m256i rep = _mm256_shuffle_epi8(c < 4 ? lo : hi, _mm256_load_si256(reinterpret_cast<const __m256i*>(kSpread[c % 4].data())));
+    return _mm256_shuffle_epi8(c < 4 ? lo : hi, _mm256_load_si256(reinterpret_cast<const __m256i*>(kSpread[c % 4].data())));
+  }
+  // The bytes as signs (bit j: value j of the group is negative) -> chunk c's sign source, 0xFF
+  // for negative and 0x01 for positive values.
+  __m256i signs(int c) const {
     const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
-    return _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(rep, bit), bit), _mm256_set1_epi8(1));
+    return _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread(c), bit), bit), _mm256_set1_epi8(1));
   }
 };
 
@@ -617,6 +622,85 @@ inline __m256i sign_fields4(__m256i w) {
                       _mm256_and_si256(_mm256_slli_epi32(w, 3), _mm256_set1_epi32(0x7F000000))));
   return with_parity(f);
 }
+// Table entries side by side, loaded with cheap merges (vmovhps, vinsertps from memory) in place
+// of integer inserts, which cost an extra shuffle each.
+inline __m128i entries2x64(const uint64_t* tab, unsigned e0, unsigned e1) {
+  const __m128d lo = _mm_castsi128_pd(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(tab + e0)));
+  return _mm_castpd_si128(_mm_loadh_pd(lo, reinterpret_cast<const double*>(tab + e1)));
+}
+inline __m256i entries4x64(const uint64_t* tab, const unsigned* e) {
+  return _mm256_set_m128i(entries2x64(tab, e[2], e[3]), entries2x64(tab, e[0], e[1]));
+}
+inline __m128i entries4x32(const uint32_t* tab, const unsigned* e) {
+  auto at = [&](int k) { return _mm_load_ss(reinterpret_cast<const float*>(tab + e[k])); };
+  __m128 v = at(0);
+  v = _mm_insert_ps(v, at(1), 0x10);
+  v = _mm_insert_ps(v, at(2), 0x20);
+  v = _mm_insert_ps(v, at(3), 0x30);
+  return _mm_castps_si128(v);
+}
+inline __m256i entries8x32(const uint32_t* tab, const unsigned* e) {
+  return _mm256_set_m128i(entries4x32(tab, e + 4), entries4x32(tab, e));
+}
+
+// A block made ready for its chunks (by F::prepare): the groups' sign (or other) bytes and, where
+// the table indices take more than a byte load each, all of them worked out at once in vector
+// registers (as 16-bit lanes stored here; 4 per chunk for 8-value entries, 8 for IQ3's 4-value ones).
+struct BlockPrep {
+  GroupBytes groups;
+  alignas(32) uint16_t idx[64];
+  // Chunks read the indices back from memory, one load each: left to itself, GCC takes them
+  // from the vector registers with vpextrw, two µops each.
+  void indices_stored() { __asm__("" : "+m"(idx)); }
+};
+template <int N>
+inline void indices_of(const BlockPrep& g, int c, unsigned* e) {
+  for (int k = 0; k < N; ++k) e[k] = g.idx[N * c + k];
+}
+template <int N>
+inline void bytes_of(const uint8_t* q, unsigned* e) {
+  for (int k = 0; k < N; ++k) e[k] = q[k];
+}
+// Table indices of 16 entries at once: 8 bits from a code byte and the rest from qh. Lane e
+// takes two bytes of qh (chosen per lane by a pick pattern; -1 for a zero byte) as a 16-bit
+// value, multiplies it by mul[e] to shift its bits into place, masks them and adds the code
+// byte. qh2: 16 bytes of qh in both 128-bit lanes.
+using Lanes16 = std::array<int16_t, 16>;
+struct IndexLanes {
+  std::array<int8_t, 32> pick;
+  Lanes16 mul;
+};
+inline __m256i indices16(__m128i codes, __m256i qh2, const IndexLanes& l, __m256i mask) {
+  const __m256i h = _mm256_shuffle_epi8(qh2, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(l.pick.data())));
+  const __m256i mul = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(l.mul.data()));
+  return _mm256_or_si256(_mm256_cvtepu8_epi16(codes), _mm256_and_si256(_mm256_mullo_epi16(h, mul), mask));
+}
+// The lanes of NG sets of 16 entries; f(E) gives entry E's two qh bytes and its multiplier.
+struct IndexLane {
+  int lo, hi, mul;
+};
+template <int NG, typename Fn>
+constexpr std::array<IndexLanes, NG> index_lanes(Fn f) {
+  std::array<IndexLanes, NG> r{};
+  for (int g = 0; g < NG; ++g)
+    for (int e = 0; e < 16; ++e) {
+      const IndexLane l = f(16 * g + e);
+      r[g].pick[2 * e] = static_cast<int8_t>(l.lo);
+      r[g].pick[2 * e + 1] = static_cast<int8_t>(l.hi);
+      r[g].mul[e] = static_cast<int16_t>(l.mul);
+    }
+  return r;
+}
+// All NG * 16 indices of a block into p.idx.
+template <int NG>
+inline void store_indices(const uint8_t* codes, const void* qh, const std::array<IndexLanes, NG>& lanes, int mask, BlockPrep& p) {
+  const __m256i qh2 = _mm256_broadcastsi128_si256(_mm_loadu_si128(static_cast<const __m128i*>(qh)));
+  const __m256i m = _mm256_set1_epi16(static_cast<int16_t>(mask));
+  for (int g = 0; g < NG; ++g)
+    _mm256_store_si256(reinterpret_cast<__m256i*>(p.idx + 16 * g), indices16(load16(codes + 16 * g), qh2, lanes[g], m));
+  p.indices_stored();
+}
+
 struct ChunkIQ2_XXS {
   using Block = BlockIQ2_XXS;
   // d * (0.5 + s) / 4 = (d / 8) * (2s + 1)
@@ -624,19 +708,17 @@ struct ChunkIQ2_XXS {
     d = h2f(b.d) * 0.125f;
     return odd_pairs(top_nibbles64(b.qs));  // qs[4c + 3] >> 12
   }
-  // Chunk c's sign word is the second 32-bit word of its 8 bytes.
-  static const uint8_t* sign_bytes(const Block& b, uint8_t* buf) {
-    const auto* v = reinterpret_cast<const __m256*>(b.qs);
+  // Chunk c's sign word is the second 32-bit word of its 8 bytes; its grid codes are the first 4 bytes.
+  static void prepare(const Block& b, BlockPrep& g) {
+    const auto* v = reinterpret_cast<const float*>(b.qs);
     // words 1, 3 of each lane of both loads: chunks 0, 1, 4, 5 | 2, 3, 6, 7
-    const __m256 odd = _mm256_shuffle_ps(_mm256_loadu_ps(reinterpret_cast<const float*>(v)),
-                                         _mm256_loadu_ps(reinterpret_cast<const float*>(v + 1)), _MM_SHUFFLE(3, 1, 3, 1));
-    const __m256i w = _mm256_permute4x64_epi64(_mm256_castps_si256(odd), _MM_SHUFFLE(3, 1, 2, 0));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(buf), sign_fields4(w));
-    return buf;
+    const __m256 odd = _mm256_shuffle_ps(_mm256_loadu_ps(v), _mm256_loadu_ps(v + 8), _MM_SHUFFLE(3, 1, 3, 1));
+    g.groups = GroupBytes(sign_fields4(_mm256_permute4x64_epi64(_mm256_castps_si256(odd), _MM_SHUFFLE(3, 1, 2, 0))));
   }
-  static __m256i grid(const Block& b, int c, const iq::Tables& t) {
-    const uint32_t idx = b.qs[4 * c] | static_cast<uint32_t>(b.qs[4 * c + 1]) << 16;
-    return _mm256_set_epi64x(t.iq2xxs[idx >> 24], t.iq2xxs[(idx >> 16) & 255], t.iq2xxs[(idx >> 8) & 255], t.iq2xxs[idx & 255]);
+  static __m256i grid(const Block& b, const BlockPrep&, int c, const iq::Tables& t) {
+    unsigned e[4];
+    bytes_of<4>(reinterpret_cast<const uint8_t*>(b.qs + 4 * c), e);
+    return entries4x64(t.iq2xxs, e);
   }
 };
 struct ChunkIQ2_XS {
@@ -645,16 +727,17 @@ struct ChunkIQ2_XS {
     d = h2f(b.d) * 0.125f;
     return odd_scale(nibbles16(b.scales));
   }
-  // The top 7 bits of each 16-bit code.
-  static const uint8_t* sign_bytes(const Block& b, uint8_t* buf) {
+  // Each 16-bit code: a 9-bit grid index below 7 sign bits.
+  static void prepare(const Block& b, BlockPrep& g) {
     const auto* v = reinterpret_cast<const __m256i*>(b.qs);
-    const __m256i s = _mm256_packus_epi16(_mm256_srli_epi16(_mm256_loadu_si256(v), 9), _mm256_srli_epi16(_mm256_loadu_si256(v + 1), 9));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(buf), with_parity(_mm256_permute4x64_epi64(s, _MM_SHUFFLE(3, 1, 2, 0))));
-    return buf;
+    const __m256i q0 = _mm256_loadu_si256(v), q1 = _mm256_loadu_si256(v + 1);
+    const __m256i s = _mm256_packus_epi16(_mm256_srli_epi16(q0, 9), _mm256_srli_epi16(q1, 9));
+    g.groups = GroupBytes(with_parity(_mm256_permute4x64_epi64(s, _MM_SHUFFLE(3, 1, 2, 0))));
   }
-  static __m256i grid(const Block& b, int c, const iq::Tables& t) {
+  static __m256i grid(const Block& b, const BlockPrep&, int c, const iq::Tables& t) {
     const uint16_t* v = b.qs + 4 * c;
-    return _mm256_set_epi64x(t.iq2xs[v[3] & 511], t.iq2xs[v[2] & 511], t.iq2xs[v[1] & 511], t.iq2xs[v[0] & 511]);
+    const unsigned e[4] = {v[0] & 511u, v[1] & 511u, v[2] & 511u, v[3] & 511u};
+    return entries4x64(t.iq2xs, e);
   }
 };
 struct ChunkIQ2_S {
@@ -663,12 +746,16 @@ struct ChunkIQ2_S {
     d = h2f(b.d) * 0.125f;
     return odd_scale(nibbles16(b.scales));
   }
-  static const uint8_t* sign_bytes(const Block& b, uint8_t*) { return b.signs; }
-  static __m256i grid(const Block& b, int c, const iq::Tables& t) {
-    const uint8_t* q = b.qs + 4 * c;
-    const int h = b.qh[c];
-    return _mm256_set_epi64x(t.iq2s[q[3] | ((h >> 6) & 3) << 8], t.iq2s[q[2] | ((h >> 4) & 3) << 8],
-                             t.iq2s[q[1] | ((h >> 2) & 3) << 8], t.iq2s[q[0] | (h & 3) << 8]);
+  // Index of entry k of chunk c: qs[4c + k] | bits 2k, 2k + 1 of qh[c] << 8.
+  static constexpr auto kLanes = index_lanes<2>([](int E) { return IndexLane{E / 4, -1, 256 >> (2 * (E % 4))}; });
+  static void prepare(const Block& b, BlockPrep& g) {
+    g.groups = GroupBytes(b.signs);
+    store_indices<2>(b.qs, b.qh, kLanes, 0x300, g);  // qh[8] and the first 8 scale bytes: in the block
+  }
+  static __m256i grid(const Block&, const BlockPrep& g, int c, const iq::Tables& t) {
+    unsigned e[4];
+    indices_of<4>(g, c, e);
+    return entries4x64(t.iq2s, e);
   }
 };
 struct ChunkIQ3_XXS {
@@ -678,12 +765,10 @@ struct ChunkIQ3_XXS {
     d = h2f(b.d) * 0.25f;
     return odd_pairs(top_nibbles32(b.scales_signs));
   }
-  static const uint8_t* sign_bytes(const Block& b, uint8_t* buf) {
-    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.scales_signs));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(buf), sign_fields4(w));
-    return buf;
+  static void prepare(const Block& b, BlockPrep& g) {
+    g.groups = GroupBytes(sign_fields4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.scales_signs))));
   }
-  static __m256i grid(const Block& b, int c, const iq::Tables& t) {
+  static __m256i grid(const Block& b, const BlockPrep&, int c, const iq::Tables& t) {
     const uint8_t* q = b.qs + 8 * c;
     return _mm256_set_epi32(t.iq3xxs[q[7]], t.iq3xxs[q[6]], t.iq3xxs[q[5]], t.iq3xxs[q[4]], t.iq3xxs[q[3]], t.iq3xxs[q[2]],
                             t.iq3xxs[q[1]], t.iq3xxs[q[0]]);
@@ -698,15 +783,18 @@ struct ChunkIQ3_S {
     const __m256i nib = _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(four)), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
     return odd_pairs(_mm256_and_si256(nib, _mm256_set1_epi32(0xF)));
   }
-  static const uint8_t* sign_bytes(const Block& b, uint8_t*) { return b.signs; }
-  static __m256i grid(const Block& b, int c, const iq::Tables& t) {
-    // 8 grid indices: 8 low bits from qs, the 9th from bit k of qh[c]; eight loads, not one
-    // vpgatherdd, which is slower on Zen 3 (Dot/IQ3_S, fifteen alternated runs twice, best:
-    // 675, 686 -> 604, 589 ns)
-    const uint8_t* q = b.qs + 8 * c;
-    const int h = b.qh[c];
-    auto at = [&](int k) { return static_cast<int>(t.iq3s[q[k] | ((h << (8 - k)) & 256)]); };
-    return _mm256_set_epi32(at(7), at(6), at(5), at(4), at(3), at(2), at(1), at(0));
+  // Index of entry k of chunk c: qs[8c + k] | bit k of qh[c] << 8. (Eight loads per chunk, not
+  // one vpgatherdd, which is slower on Zen 3: Dot/IQ3_S, fifteen alternated runs twice, best:
+  // 675, 686 -> 604, 589 ns.)
+  static constexpr auto kLanes = index_lanes<4>([](int E) { return IndexLane{E / 8, -1, 256 >> (E % 8)}; });
+  static void prepare(const Block& b, BlockPrep& g) {
+    g.groups = GroupBytes(b.signs);
+    store_indices<4>(b.qs, b.qh, kLanes, 0x100, g);  // qh[8] and the first 8 sign bytes: in the block
+  }
+  static __m256i grid(const Block&, const BlockPrep& g, int c, const iq::Tables& t) {
+    unsigned e[8];
+    indices_of<8>(g, c, e);
+    return entries8x32(t.iq3s, e);
   }
 };
 
@@ -721,13 +809,18 @@ struct ChunkIQ1_S {
     const __m256i qh = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qh)));
     return odd_pairs(_mm256_and_si256(_mm256_srli_epi32(qh, 12), _mm256_set1_epi32(7)));
   }
-  static __m256i codes(const Block& b, int c, const iq::Tables& t) {
-    const int h = b.qh[c];
-    const uint8_t* q = b.qs + 4 * c;
-    const __m256i g = _mm256_set_epi64x(t.iq1s[q[3] | ((h >> 9) & 7) << 8], t.iq1s[q[2] | ((h >> 6) & 7) << 8],
-                                        t.iq1s[q[1] | ((h >> 3) & 7) << 8], t.iq1s[q[0] | (h & 7) << 8]);
+  // Index of entry k of chunk c: qs[4c + k] | bits 3k..3k+2 of qh[c] << 8 (bits 9-11 for k = 3
+  // come from qh[c]'s high byte alone, shifted left 7).
+  static constexpr auto kLanes = index_lanes<2>([](int E) {
+    const int c = E / 4, k = E % 4;
+    return k < 3 ? IndexLane{2 * c, 2 * c + 1, 256 >> (3 * k)} : IndexLane{2 * c + 1, -1, 128};
+  });
+  static void prepare(const Block& b, BlockPrep& g) { store_indices<2>(b.qs, b.qh, kLanes, 0x700, g); }
+  static __m256i codes(const Block& b, const BlockPrep& g, int c, const iq::Tables& t) {
+    unsigned e[4];
+    indices_of<4>(g, c, e);
     // 8 * grid + (delta < 0 ? -1 : +1)
-    return _mm256_add_epi8(times8(g), _mm256_set1_epi8(h & 0x8000 ? -1 : 1));
+    return _mm256_add_epi8(times8(entries4x64(t.iq1s, e)), _mm256_set1_epi8(b.qh[c] & 0x8000 ? -1 : 1));
   }
 };
 struct ChunkIQ1_M {
@@ -741,14 +834,23 @@ struct ChunkIQ1_M {
     const __m128i bytes = _mm_set_epi64x(static_cast<long long>(v[1]), static_cast<long long>(v[0]));
     return odd_scale(_mm256_cvtepu8_epi16(bytes));
   }
-  static __m256i codes(const Block& b, int c, const iq::Tables& t) {
-    const int h0 = b.qh[2 * c], h1 = b.qh[2 * c + 1];
-    const uint8_t* q = b.qs + 4 * c;
-    const __m256i g = _mm256_set_epi64x(t.iq1s[q[3] | ((h1 >> 4) & 7) << 8], t.iq1s[q[2] | (h1 & 7) << 8],
-                                        t.iq1s[q[1] | ((h0 >> 4) & 7) << 8], t.iq1s[q[0] | (h0 & 7) << 8]);
-    auto delta = [](int nib) { return static_cast<long long>(nib & 8 ? 0xFFFFFFFFFFFFFFFFull : 0x0101010101010101ull); };
-    const __m256i dl = _mm256_set_epi64x(delta(h1 >> 4), delta(h1), delta(h0 >> 4), delta(h0));
-    return _mm256_add_epi8(times8(g), dl);
+  // Group G = 4c + k has nibble k % 2 of qh[2c + k / 2]: its 3 low bits extend the index, its top
+  // bit is the sign of the delta, kept as a group byte (0xFF for -1, 0x01 for +1).
+  static constexpr auto kLanes = index_lanes<2>([](int E) { return IndexLane{E / 2, -1, E % 2 ? 16 : 256}; });
+  static void prepare(const Block& b, BlockPrep& g) {
+    store_indices<2>(b.qs, b.qh, kLanes, 0x700, g);
+    const __m128i qh = load16(b.qh), one = _mm_set1_epi8(1);
+    auto negative = [&](int bit) {
+      const __m128i m = _mm_set1_epi8(static_cast<char>(bit));
+      return _mm_or_si128(_mm_cmpeq_epi8(_mm_and_si128(qh, m), m), one);
+    };
+    const __m128i low = negative(0x08), high = negative(0x80);  // groups 2j and 2j + 1 of qh byte j
+    g.groups = GroupBytes(_mm_unpacklo_epi8(low, high), _mm_unpackhi_epi8(low, high));
+  }
+  static __m256i codes(const Block&, const BlockPrep& g, int c, const iq::Tables& t) {
+    unsigned e[4];
+    indices_of<4>(g, c, e);
+    return _mm256_add_epi8(times8(entries4x64(t.iq1s, e)), g.groups.spread(c));
   }
 };
 struct ChunkIQ4_XS {
@@ -860,30 +962,27 @@ struct ChunkQ2_K {
 };
 
 // One 32-value chunk as unsigned magnitudes and a sign source: the grid formats give them
-// directly (sg: the block's signs); the others give signed codes q, whose magnitudes are |q| and
-// whose signs are q's.
+// directly (g: the block made ready by F::prepare); the others give signed codes q, whose
+// magnitudes are |q| and whose signs are q's.
 template <typename F>
-constexpr bool is_grid = requires(const typename F::Block& b, const iq::Tables& t) { F::grid(b, 0, t); };
+constexpr bool has_prepare = requires(const typename F::Block& b, BlockPrep& g) { F::prepare(b, g); };
 template <typename F>
-inline void magnitudes_and_signs(const typename F::Block& b, int c, const iq::Tables& t, const BlockSigns& sg, __m256i& a,
+constexpr bool is_grid = requires(const typename F::Block& b, const BlockPrep& g, const iq::Tables& t) { F::grid(b, g, 0, t); };
+template <typename F>
+inline void magnitudes_and_signs(const typename F::Block& b, int c, const iq::Tables& t, const BlockPrep& g, __m256i& a,
                                  __m256i& s) {
   if constexpr (is_grid<F>) {
-    a = F::grid(b, c, t);
-    s = sg(c);
+    a = F::grid(b, g, c, t);
+    s = g.groups.signs(c);
   } else {
-    s = F::codes(b, c, t);
+    if constexpr (has_prepare<F>) s = F::codes(b, g, c, t);
+    else s = F::codes(b, c, t);
     a = _mm256_sign_epi8(s, s);
   }
 }
-// The block's signs for magnitudes_and_signs (unused where the format has none).
 template <typename F>
-inline BlockSigns block_signs(const typename F::Block& b) {
-  if constexpr (is_grid<F>) {
-    alignas(32) uint8_t buf[32];
-    return BlockSigns(F::sign_bytes(b, buf));
-  } else {
-    return BlockSigns();
-  }
+inline void prepare_block(const typename F::Block& b, BlockPrep& g) {
+  if constexpr (has_prepare<F>) F::prepare(b, g);
 }
 
 // One 32-value chunk c of block i (magnitudes a, sign source s, scale pair sc) against NT
@@ -922,7 +1021,8 @@ void dotq_codes_n(int n, const typename F::Block* b, const uint8_t* xq, size_t s
     float d = 0.f;
     if (i < nb) {
       const __m256i scales = block_scales(F::scales(b[i], d));
-      const BlockSigns sg = block_signs<F>(b[i]);
+      BlockPrep sg;
+      prepare_block<F>(b[i], sg);
       // Unrolled: each chunk's scale shuffle becomes a constant (IQ2_XXS, IQ1_M -20 % time per row).
       STRATA_UNROLL for (int c = 0; c < 8; ++c) {
         __m256i a, s;
@@ -961,11 +1061,11 @@ void dotq_codes_rows_n(int n, const uint8_t* w, size_t row_stride, const uint8_t
     if (i < nb) {
       const typename F::Block* b[NR];
       __m256i scales[NR];
-      BlockSigns sg[NR];
+      BlockPrep sg[NR];
       for (int r = 0; r < NR; ++r) {
         b[r] = reinterpret_cast<const typename F::Block*>(w + r * row_stride) + i;
         scales[r] = block_scales(F::scales(*b[r], d[r]));
-        sg[r] = block_signs<F>(*b[r]);
+        prepare_block<F>(*b[r], sg[r]);
       }
       STRATA_UNROLL for (int c = 0; c < 8; ++c) {
         const __m256i yc = load32(y[i].qs + 32 * c);
@@ -1056,8 +1156,8 @@ void decode_rows8_codes(int n, const uint8_t* rows, size_t row_stride, int nrows
           for (int p = 0; p < 8; ++p) db[i].mn[p][r] = pair16(F::min_of(*b[r], 2 * p), F::min_of(*b[r], 2 * p + 1));
         }
     }
-    BlockSigns sg[8];
-    for (int r = 0; r < nrows; ++r) sg[r] = block_signs<F>(*b[r]);
+    BlockPrep sg[8];
+    for (int r = 0; r < nrows; ++r) prepare_block<F>(*b[r], sg[r]);
     for (int c = 0; c < 8; ++c) {
       __m256i v[8];
       for (int r = 0; r < 8; ++r) {
