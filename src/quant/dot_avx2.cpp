@@ -588,11 +588,12 @@ struct GroupBytes {
     }();
     return _mm256_shuffle_epi8(c < 4 ? lo : hi, _mm256_load_si256(reinterpret_cast<const __m256i*>(kSpread[c % 4].data())));
   }
-  // The bytes as signs (bit j: value j of the group is negative) -> chunk c's sign source, 0xFF
-  // for negative and 0x01 for positive values.
+  // The bytes as signs (bit j: value j of the group is negative) -> chunk c's sign source: each
+  // value's bit, plus 127 with unsigned saturation, is 127 (positive) when clear and 128 or more
+  // (negative as a signed byte) when set.
   __m256i signs(int c) const {
     const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
-    return _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread(c), bit), bit), _mm256_set1_epi8(1));
+    return _mm256_adds_epu8(_mm256_and_si256(spread(c), bit), _mm256_set1_epi8(127));
   }
 };
 
