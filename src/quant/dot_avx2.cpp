@@ -826,14 +826,20 @@ struct ChunkIQ1_S {
 };
 struct ChunkIQ1_M {
   using Block = BlockIQ1_M;
+  // Sub-scale g is bits 3k..3k+2 (k = g % 4) of scale word g / 4; the words' top nibbles hold the
+  // fp16 block factor. Lane g takes word g / 4 and multiplies it by 2^(9 - 3k), which puts its
+  // sub-scale at bits 9-11.
   static __m256i scales(const Block& b, float& d) {
     const uint16_t dbits = static_cast<uint16_t>((b.scales[0] >> 12) | ((b.scales[1] >> 8) & 0xF0) |
                                                  ((b.scales[2] >> 4) & 0xF00) | (b.scales[3] & 0xF000));
-    uint64_t v[2] = {0, 0};
-    for (int g = 0; g < 16; ++g) v[g / 8] |= static_cast<uint64_t>((b.scales[g / 4] >> (3 * (g % 4))) & 7) << (8 * (g % 8));
     d = h2f(dbits) * 0.125f;
-    const __m128i bytes = _mm_set_epi64x(static_cast<long long>(v[1]), static_cast<long long>(v[0]));
-    return odd_scale(_mm256_cvtepu8_epi16(bytes));
+    uint64_t w;
+    std::memcpy(&w, b.scales, 8);
+    const __m256i words = _mm256_shuffle_epi8(_mm256_set1_epi64x(static_cast<long long>(w)),
+                                              _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3,
+                                                               4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7));
+    const __m256i up = _mm256_mullo_epi16(words, _mm256_setr_epi16(512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1));
+    return odd_scale(_mm256_srli_epi16(_mm256_and_si256(up, _mm256_set1_epi16(0x0E00)), 9));
   }
   // Group G = 4c + k has nibble k % 2 of qh[2c + k / 2]: its 3 low bits extend the index, its top
   // bit is the sign of the delta, kept as a group byte (0xFF for -1, 0x01 for +1).
