@@ -93,6 +93,24 @@ TEST(QuantPlan, MixturesFollowTheDocumentedRules) {
   EXPECT_EQ(pick(ks, "blk.4.attn_v.weight", 1024), GgmlType::Q4_K);
   EXPECT_EQ(pick(ks, "blk.2.ffn_down.weight", 1024), GgmlType::Q5_K);
   EXPECT_EQ(pick(ks, "blk.3.ffn_down.weight", 1024), GgmlType::Q4_K);
+  const auto& q3m = convert::file_type_by_name("Q3_K_M");
+  EXPECT_EQ(pick(q3m, "blk.1.attn_v.weight", 1024), GgmlType::Q5_K);    // the first two
+  EXPECT_EQ(pick(q3m, "blk.2.attn_v.weight", 1024), GgmlType::Q4_K);
+  EXPECT_EQ(pick(q3m, "blk.0.ffn_down.weight", 1024), GgmlType::Q5_K);  // first sixteenth (24 / 16 = 1)
+  EXPECT_EQ(pick(q3m, "blk.1.ffn_down.weight", 1024), GgmlType::Q4_K);
+  EXPECT_EQ(pick(q3m, "blk.7.attn_output.weight", 1024), GgmlType::Q4_K);
+  EXPECT_EQ(pick(q3m, "blk.7.attn_qkv.weight", 1024), GgmlType::Q4_K);
+  EXPECT_EQ(pick(q3m, "blk.7.ffn_up.weight", 1024), GgmlType::Q3_K);
+  EXPECT_EQ(pick(q3m, "blk.7.attn_q.weight", 1024), GgmlType::Q3_K);
+  EXPECT_EQ(pick(q3m, "token_embd.weight", 1024), GgmlType::Q6_K);
+  const auto& q3l = convert::file_type_by_name("Q3_K_L");
+  EXPECT_EQ(pick(q3l, "blk.9.attn_v.weight", 1024), GgmlType::Q5_K);
+  EXPECT_EQ(pick(q3l, "blk.9.ffn_down.weight", 1024), GgmlType::Q5_K);
+  EXPECT_EQ(pick(q3l, "blk.9.attn_output.weight", 1024), GgmlType::Q5_K);
+  EXPECT_EQ(pick(q3l, "blk.9.attn_qkv.weight", 1024), GgmlType::Q4_K);
+  EXPECT_EQ(pick(q3l, "blk.9.ffn_gate.weight", 1024), GgmlType::Q3_K);
+  EXPECT_EQ(q3m.gguf_file_type, 12u);
+  EXPECT_EQ(q3l.gguf_file_type, 13u);
   // Vectors stay F32; Q8_0 and float files keep their own output format.
   EXPECT_EQ(convert::choose_type(km, {"blk.0.attn_norm.weight", {1024}}, n, true), GgmlType::F32);
   EXPECT_EQ(pick(convert::file_type_by_name("Q8_0"), "token_embd.weight", 1024), GgmlType::Q8_0);
@@ -197,6 +215,7 @@ INSTANTIATE_TEST_SUITE_P(Formats, QuantizeQuality,
                                            FormatBound{"Q5_0", 1e-2, 0.95}, FormatBound{"Q4_K_M", 3e-2, 0.95},
                                            FormatBound{"Q4_K_S", 3e-2, 0.95}, FormatBound{"Q4_1", 3e-2, 0.95},
                                            FormatBound{"Q4_0", 3e-2, 0.95}, FormatBound{"IQ4_NL", 3e-2, 0.95},
+                                           FormatBound{"Q3_K_L", 6e-2, 0.95}, FormatBound{"Q3_K_M", 6e-2, 0.95},
                                            FormatBound{"Q3_K_S", 0.12, 0.95}, FormatBound{"Q2_K", 0.7, 0.9},
                                            FormatBound{"IQ3_S", 0.1, 0.95}, FormatBound{"IQ3_XXS", 0.15, 0.95},
                                            FormatBound{"IQ2_S", 0.35, 0.9}, FormatBound{"IQ2_XS", 0.45, 0.9},

@@ -12,7 +12,8 @@ const std::vector<FileType>& file_types() {
       {"Q4_1", GgmlType::Q4_1, 3, M::Plain},    {"Q5_0", GgmlType::Q5_0, 8, M::Plain},
       {"Q5_1", GgmlType::Q5_1, 9, M::Plain},    {"Q8_0", GgmlType::Q8_0, 7, M::Plain},
       {"IQ4_NL", GgmlType::IQ4_NL, 25, M::Plain}, {"Q2_K", GgmlType::Q2_K, 10, M::Plain},
-      {"Q3_K_S", GgmlType::Q3_K, 11, M::Plain}, {"Q4_K_S", GgmlType::Q4_K, 14, M::KS},
+      {"Q3_K_S", GgmlType::Q3_K, 11, M::Plain}, {"Q3_K_M", GgmlType::Q3_K, 12, M::Q3M},
+      {"Q3_K_L", GgmlType::Q3_K, 13, M::Q3L},   {"Q4_K_S", GgmlType::Q4_K, 14, M::KS},
       {"Q4_K_M", GgmlType::Q4_K, 15, M::KM},    {"Q5_K_S", GgmlType::Q5_K, 16, M::Plain},
       {"Q5_K_M", GgmlType::Q5_K, 17, M::KM},    {"Q6_K", GgmlType::Q6_K, 18, M::Plain},
       {"IQ4_XS", GgmlType::IQ4_XS, 30, M::Plain}, {"TQ1_0", GgmlType::TQ1_0, 36, M::Plain},
@@ -87,8 +88,25 @@ GgmlType choose_type(const FileType& ft, const TensorShape& t, int n_layer, bool
     if (!is_float(ft.base) && ft.base != GgmlType::Q8_0) type = GgmlType::Q6_K;
   } else if (il >= 0 && ft.mix != FileType::Mix::Plain) {
     const bool v = ends_with(t.name, "attn_v.weight"), down = ends_with(t.name, "ffn_down.weight");
-    if (ft.mix == FileType::Mix::KM && (v || down) && use_more_bits(il, n_layer)) type = GgmlType::Q6_K;
-    if (ft.mix == FileType::Mix::KS && ((v && il < 4) || (down && il < n_layer / 8))) type = GgmlType::Q5_K;
+    const bool out = ends_with(t.name, "attn_output.weight"), qkv = ends_with(t.name, "attn_qkv.weight");
+    switch (ft.mix) {
+      case FileType::Mix::KM:
+        if ((v || down) && use_more_bits(il, n_layer)) type = GgmlType::Q6_K;
+        break;
+      case FileType::Mix::KS:
+        if ((v && il < 4) || (down && il < n_layer / 8)) type = GgmlType::Q5_K;
+        break;
+      case FileType::Mix::Q3M:  // Q3_K with Q4_K/Q5_K where errors cost most
+        if (v) type = il < 2 ? GgmlType::Q5_K : GgmlType::Q4_K;
+        else if (down) type = il < n_layer / 16 ? GgmlType::Q5_K : GgmlType::Q4_K;
+        else if (out || qkv) type = GgmlType::Q4_K;
+        break;
+      case FileType::Mix::Q3L:
+        if (v || down || out) type = GgmlType::Q5_K;
+        else if (qkv) type = GgmlType::Q4_K;
+        break;
+      case FileType::Mix::Plain: break;
+    }
   }
   return fallback_type(type, t.dims[0]);
 }

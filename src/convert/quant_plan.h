@@ -13,7 +13,8 @@ struct FileType {
   std::string name;         // as users type it: "Q4_K_M"
   GgmlType base;            // the format most 2-D tensors get
   uint32_t gguf_file_type;  // value of general.file_type (llama.cpp's numbering)
-  enum class Mix { Plain, KS, KM } mix = Mix::Plain;
+  // KS, KM: Q4_K_S/Q5_K_S, Q4_K_M/Q5_K_M rules; Q3M, Q3L: Q3_K_M and Q3_K_L's (quant_plan.cpp).
+  enum class Mix { Plain, KS, KM, Q3M, Q3L } mix = Mix::Plain;
 };
 
 // Every file type `quantize` and `synth` accept, in the order `--help` lists them.
