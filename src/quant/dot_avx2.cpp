@@ -935,11 +935,21 @@ inline __m256i two_bits(const uint8_t* qs, int c) {
 }
 struct ChunkQ3_K {
   using Block = BlockQ3_K;
+  // The 16 6-bit scales (minus 32), as q3k_unpack_scales lays them out: the low nibbles of bytes
+  // 0-7, then their high nibbles, each with 2 bits of word 2 (bits 2k, 2k + 1 of each byte for
+  // the 32-bit word k of the result) on top.
   static __m256i scales(const Block& b, float& d) {
-    alignas(16) int8_t sc[16];
-    q3k_unpack_scales(b.scales, sc);
+    uint64_t lo8;
+    uint32_t top;
+    std::memcpy(&lo8, b.scales, 8);
+    std::memcpy(&top, b.scales + 8, 4);
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    const __m128i x = _mm_cvtsi64_si128(static_cast<long long>(lo8));
+    const __m128i low = _mm_unpacklo_epi64(_mm_and_si128(x, m4), _mm_and_si128(_mm_srli_epi16(x, 4), m4));
+    const __m128i two = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(top)), _mm_setr_epi32(0, 2, 4, 6)),
+                                      _mm_set1_epi8(3));
     d = h2f(b.d);
-    return _mm256_cvtepi8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(sc)));
+    return _mm256_cvtepi8_epi16(_mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi32(two, 4)), _mm_set1_epi8(32)));
   }
   static __m256i codes(const Block& b, int c, const iq::Tables&) {
     // code = low 2 bits - 4 unless bit c of the high mask is set
@@ -958,13 +968,17 @@ struct ChunkQ2_K {
     const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
     return _mm256_cvtepu8_epi16(_mm_and_si128(sc, _mm_set1_epi8(0x0F)));
   }
+  static constexpr bool kUnsignedCodes = true;  // 0..3: maddubs takes them as they are
   static __m256i codes(const Block& b, int c, const iq::Tables&) { return two_bits(b.qs, c); }
   static float min_scale(const Block& b) { return h2f(b.dmin); }
   static int min_of(const Block& b, int g) { return b.scales[g] >> 4; }  // of values 16g..16g+15
+  // The 16 mins (at most 15) times the activations' 16-value sums (at most 16 * 127 in magnitude):
+  // exact in madd's 32-bit pairs.
   static float min_term(const Block& b, const BlockQ8_K& y) {
-    int m = 0;
-    for (int g = 0; g < 16; ++g) m += min_of(b, g) * y.bsums[g];
-    return min_scale(b) * static_cast<float>(m);
+    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+    const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), _mm_set1_epi8(0x0F)));
+    const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.bsums));
+    return min_scale(b) * static_cast<float>(hsum_i32(_mm256_madd_epi16(mins, sums)));
   }
 };
 
@@ -984,8 +998,15 @@ inline void magnitudes_and_signs(const typename F::Block& b, int c, const iq::Ta
   } else {
     if constexpr (has_prepare<F>) s = F::codes(b, g, c, t);
     else s = F::codes(b, c, t);
-    a = _mm256_sign_epi8(s, s);
+    if constexpr (requires { F::kUnsignedCodes; }) a = s;
+    else a = _mm256_sign_epi8(s, s);
   }
+}
+// Activations with the chunk's signs on them (none to apply where the codes are unsigned).
+template <typename F>
+inline __m256i signed_activations(__m256i y, __m256i s) {
+  if constexpr (requires { F::kUnsignedCodes; }) return y;
+  else return _mm256_sign_epi8(y, s);
 }
 template <typename F>
 inline void prepare_block(const typename F::Block& b, BlockPrep& g) {
@@ -994,12 +1015,12 @@ inline void prepare_block(const typename F::Block& b, BlockPrep& g) {
 
 // One 32-value chunk c of block i (magnitudes a, sign source s, scale pair sc) against NT
 // activation rows: maddubs on the signed activations, madd with the scales.
-template <int NT>
+template <typename F, int NT>
 inline void chunk_products(__m256i a, __m256i s, __m256i sc, const uint8_t* xq, size_t stride, int i, int c,
                            __m256i* sum) {
   for (int t = 0; t < NT; ++t) {
     const BlockQ8_K& y = reinterpret_cast<const BlockQ8_K*>(xq + t * stride)[i];
-    const __m256i p = _mm256_maddubs_epi16(a, _mm256_sign_epi8(load32(y.qs + 32 * c), s));
+    const __m256i p = _mm256_maddubs_epi16(a, signed_activations<F>(load32(y.qs + 32 * c), s));
     sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(p, sc));
   }
 }
@@ -1034,7 +1055,7 @@ void dotq_codes_n(int n, const typename F::Block* b, const uint8_t* xq, size_t s
       STRATA_UNROLL for (int c = 0; c < 8; ++c) {
         __m256i a, s;
         magnitudes_and_signs<F>(b[i], c, tab, sg, a, s);
-        chunk_products<NT>(a, s, scale_pair(scales, c), xq, stride, i, c, sum);
+        chunk_products<F, NT>(a, s, scale_pair(scales, c), xq, stride, i, c, sum);
       }
     }
     for (int t = 0; t < NT; ++t) {
@@ -1079,7 +1100,7 @@ void dotq_codes_rows_n(int n, const uint8_t* w, size_t row_stride, const uint8_t
         STRATA_UNROLL for (int r = 0; r < NR; ++r) {
           __m256i a, s;
           magnitudes_and_signs<F>(*b[r], c, tab, sg[r], a, s);
-          const __m256i p = _mm256_maddubs_epi16(a, _mm256_sign_epi8(yc, s));
+          const __m256i p = _mm256_maddubs_epi16(a, signed_activations<F>(yc, s));
           sum[r] = _mm256_add_epi32(sum[r], _mm256_madd_epi16(p, scale_pair(scales[r], c)));
         }
       }
@@ -1284,10 +1305,12 @@ void fill_avx2_int_kernels(KernelTable& t) {
 #undef STRATA_CODES
   // Decode two weight rows per call where that measured faster (Matvec/<format>, MV_KIB=256,
   // MV_COLS=1024 and 3072, GB/s one row -> two rows: IQ2_XS 3.16 -> 3.53 and 3.56 -> 3.71,
-  // IQ2_XXS 2.54 -> 2.88, TQ2_0 4.96 -> 6.56); Q2_K, Q3_K and IQ3_S ran slower with two rows.
+  // IQ2_XXS 2.54 -> 2.88, TQ2_0 4.96 -> 6.56; after the vector scales, µs at 1024 and 4096
+  // columns: Q3_K 42 -> 35, 40 -> 33, Q2_K 46 -> 41-46, 41 -> 41); IQ3_S ran slower with two rows
+  // (79 -> 104 µs at 1024 columns).
 #define STRATA_ROWS(T) t.dotq_rows[static_cast<int>(GgmlType::T)] = dotq_codes_rows<Chunk##T>;
   STRATA_ROWS(IQ2_XXS) STRATA_ROWS(IQ2_XS) STRATA_ROWS(IQ2_S) STRATA_ROWS(IQ3_XXS) STRATA_ROWS(IQ1_S) STRATA_ROWS(IQ1_M)
-  STRATA_ROWS(TQ1_0) STRATA_ROWS(TQ2_0)
+  STRATA_ROWS(TQ1_0) STRATA_ROWS(TQ2_0) STRATA_ROWS(Q2_K) STRATA_ROWS(Q3_K)
 #undef STRATA_ROWS
   // Prefill of the lookup-bound formats: 8 rows decoded at once.
 #define STRATA_DECODED(T)                                                         \
