@@ -658,6 +658,17 @@ template <int N>
 inline void indices_of(const BlockPrep& g, int c, unsigned* e) {
   for (int k = 0; k < N; ++k) e[k] = g.idx[N * c + k];
 }
+// Chunk c's table entries by the block's stored indices: 4 eight-byte or 8 four-byte ones.
+inline __m256i entries_of(const uint64_t* tab, const BlockPrep& g, int c) {
+  unsigned e[4];
+  indices_of<4>(g, c, e);
+  return entries4x64(tab, e);
+}
+inline __m256i entries_of(const uint32_t* tab, const BlockPrep& g, int c) {
+  unsigned e[8];
+  indices_of<8>(g, c, e);
+  return entries8x32(tab, e);
+}
 template <int N>
 inline void bytes_of(const uint8_t* q, unsigned* e) {
   for (int k = 0; k < N; ++k) e[k] = q[k];
@@ -753,11 +764,7 @@ struct ChunkIQ2_S {
     g.groups = GroupBytes(b.signs);
     store_indices<2>(b.qs, b.qh, kLanes, 0x300, g);  // qh[8] and the first 8 scale bytes: in the block
   }
-  static __m256i grid(const Block&, const BlockPrep& g, int c, const iq::Tables& t) {
-    unsigned e[4];
-    indices_of<4>(g, c, e);
-    return entries4x64(t.iq2s, e);
-  }
+  static __m256i grid(const Block&, const BlockPrep& g, int c, const iq::Tables& t) { return entries_of(t.iq2s, g, c); }
 };
 struct ChunkIQ3_XXS {
   using Block = BlockIQ3_XXS;
@@ -792,11 +799,7 @@ struct ChunkIQ3_S {
     g.groups = GroupBytes(b.signs);
     store_indices<4>(b.qs, b.qh, kLanes, 0x100, g);  // qh[8] and the first 8 sign bytes: in the block
   }
-  static __m256i grid(const Block&, const BlockPrep& g, int c, const iq::Tables& t) {
-    unsigned e[8];
-    indices_of<8>(g, c, e);
-    return entries8x32(t.iq3s, e);
-  }
+  static __m256i grid(const Block&, const BlockPrep& g, int c, const iq::Tables& t) { return entries_of(t.iq3s, g, c); }
 };
 
 // Formats whose codes are signed bytes built per 32-value chunk (IQ1_*, IQ4_XS, TQ1_0, TQ2_0): the
@@ -818,10 +821,8 @@ struct ChunkIQ1_S {
   });
   static void prepare(const Block& b, BlockPrep& g) { store_indices<2>(b.qs, b.qh, kLanes, 0x700, g); }
   static __m256i codes(const Block& b, const BlockPrep& g, int c, const iq::Tables& t) {
-    unsigned e[4];
-    indices_of<4>(g, c, e);
     // 8 * grid + (delta < 0 ? -1 : +1)
-    return _mm256_add_epi8(times8(entries4x64(t.iq1s, e)), _mm256_set1_epi8(b.qh[c] & 0x8000 ? -1 : 1));
+    return _mm256_add_epi8(times8(entries_of(t.iq1s, g, c)), _mm256_set1_epi8(b.qh[c] & 0x8000 ? -1 : 1));
   }
 };
 struct ChunkIQ1_M {
@@ -855,9 +856,7 @@ struct ChunkIQ1_M {
     g.groups = GroupBytes(_mm_unpacklo_epi8(low, high), _mm_unpackhi_epi8(low, high));
   }
   static __m256i codes(const Block&, const BlockPrep& g, int c, const iq::Tables& t) {
-    unsigned e[4];
-    indices_of<4>(g, c, e);
-    return _mm256_add_epi8(times8(entries4x64(t.iq1s, e)), g.groups.spread(c));
+    return _mm256_add_epi8(times8(entries_of(t.iq1s, g, c)), g.groups.spread(c));
   }
 };
 struct ChunkIQ4_XS {
