@@ -598,7 +598,7 @@ struct GroupBytes {
 };
 
 // Grid formats (IQ2_*, IQ3_*): values are unsigned grid bytes times a sign, so each 32-value
-// chunk is gathered as 4 grid entries plus 4 sign masks (0xFF = negative, 0x01 = positive); the
+// chunk is gathered as 4 grid entries (8 for IQ3) plus a sign source (GroupBytes::signs); the
 // signs go onto the activations and maddubs multiplies them with the unsigned grid bytes.
 // A block's 32 sign bytes are made once per block in vector registers (IQ2_S and IQ3_S store
 // them as they are): Dot/<format>, three runs, table lookups per chunk -> this, ns: IQ2_XS
@@ -623,8 +623,10 @@ inline __m256i sign_fields4(__m256i w) {
                       _mm256_and_si256(_mm256_slli_epi32(w, 3), _mm256_set1_epi32(0x7F000000))));
   return with_parity(f);
 }
-// Table entries side by side, loaded with cheap merges (vmovhps, vinsertps from memory) in place
-// of integer inserts, which cost an extra shuffle each.
+// Table entries side by side, loaded with merges from memory (vmovhpd, vinsertps) in place of
+// integer inserts, which llvm-mca (znver3) prices higher. Measured, this helped IQ3_S and IQ1_M
+// along with their stored indices, while IQ3_XXS ran slower with vinsertps (Dot 417 -> 439 ns)
+// and keeps _mm256_set_epi32.
 inline __m128i entries2x64(const uint64_t* tab, unsigned e0, unsigned e1) {
   const __m128d lo = _mm_castsi128_pd(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(tab + e0)));
   return _mm_castpd_si128(_mm_loadh_pd(lo, reinterpret_cast<const double*>(tab + e1)));
