@@ -1014,116 +1014,74 @@ inline void prepare_block(const typename F::Block& b, BlockPrep& g) {
   if constexpr (has_prepare<F>) F::prepare(b, g);
 }
 
-// One 32-value chunk c of block i (magnitudes a, sign source s, scale pair sc) against NT
-// activation rows: maddubs on the signed activations, madd with the scales.
-template <typename F, int NT>
-inline void chunk_products(__m256i a, __m256i s, __m256i sc, const uint8_t* xq, size_t stride, int i, int c,
-                           __m256i* sum) {
-  for (int t = 0; t < NT; ++t) {
-    const BlockQ8_K& y = reinterpret_cast<const BlockQ8_K*>(xq + t * stride)[i];
-    const __m256i p = _mm256_maddubs_epi16(a, signed_activations<F>(load32(y.qs + 32 * c), s));
-    sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(p, sc));
-  }
-}
-
 // One float multiply-add per block and activation row, on the block's exact integer total: the
 // 8-row decoded kernel below does the same per lane, so both give the same bits.
 inline float block_step(float d, float yd, int total, float acc) { return std::fma(d * yd, static_cast<float>(total), acc); }
 
 // The driver of every 256-value format with one integer sub-scale per 16 values (the i-quants,
-// TQ1_0, TQ2_0, Q2_K, Q3_K): per chunk, maddubs(magnitudes, activations signed by the sign source), then
-// madd with the sub-scales; per block, the integer total times the block factor.
-template <typename F, int NT>
-void dotq_codes_n(int n, const typename F::Block* b, const uint8_t* xq, size_t stride, float* out) {
+// TQ1_0, TQ2_0, Q2_K, Q3_K): NR weight rows (ws bytes apart) against NT activation rows (xs bytes
+// apart), out[NT * r + t]. Per chunk, maddubs(magnitudes, activations signed by the sign source),
+// then madd with the sub-scales; per block and pair of rows, the integer total times the block
+// factors. Every (r, t) pair has the same arithmetic whatever NR and NT are, so the same bits:
+// prefill and batched decode take NT activation rows (dotq_multi); decode takes NR weight rows,
+// which share each activation load and give the out-of-order core independent chains (dotq_rows).
+template <typename F, int NR, int NT>
+void dotq_codes_tile(int n, const uint8_t* w, size_t ws, const uint8_t* xq, size_t xs, float* out) {
+  using Block = typename F::Block;
   const iq::Tables& tab = iq::tables();
-  float acc[NT] = {}, mins[NT] = {};
+  auto act = [&](int t, int i) -> const BlockQ8_K& { return reinterpret_cast<const BlockQ8_K*>(xq + t * xs)[i]; };
+  auto block = [&](int r, int i) -> const Block& { return reinterpret_cast<const Block*>(w + r * ws)[i]; };
+  float acc[NR][NT] = {}, mins[NR][NT] = {}, prev_d[NR] = {}, prev_yd[NT] = {};
   // A block's float step runs after the next block's products: its inputs are then ready, so
   // the horizontal sum's latency no longer holds up the instructions behind it (Dot/Q3_K, best
   // of 12 alternated runs: 523 ns with the step in place, 403 ns deferred).
-  __m256i prev[NT];
-  float prev_d = 0.f, prev_yd[NT] = {};
-  for (int t = 0; t < NT; ++t) prev[t] = _mm256_setzero_si256();
+  __m256i prev[NR][NT];
+  STRATA_UNROLL for (int r = 0; r < NR; ++r) STRATA_UNROLL for (int t = 0; t < NT; ++t) prev[r][t] = _mm256_setzero_si256();
   const int nb = n / 256;
   for (int i = 0; i <= nb; ++i) {
-    __m256i sum[NT];
-    for (int t = 0; t < NT; ++t) sum[t] = _mm256_setzero_si256();
-    float d = 0.f;
-    if (i < nb) {
-      const __m256i scales = block_scales(F::scales(b[i], d));
-      BlockPrep sg;
-      prepare_block<F>(b[i], sg);
-      // Unrolled: each chunk's scale shuffle becomes a constant (IQ2_XXS, IQ1_M -20 % time per row).
-      STRATA_UNROLL for (int c = 0; c < 8; ++c) {
-        __m256i a, s;
-        magnitudes_and_signs<F>(b[i], c, tab, sg, a, s);
-        chunk_products<F, NT>(a, s, scale_pair(scales, c), xq, stride, i, c, sum);
-      }
-    }
-    for (int t = 0; t < NT; ++t) {
-      if (i > 0) acc[t] = block_step(prev_d, prev_yd[t], hsum_i32(prev[t]), acc[t]);
-      if (i == nb) continue;
-      const BlockQ8_K& y = reinterpret_cast<const BlockQ8_K*>(xq + t * stride)[i];
-      if constexpr (requires { F::min_term(b[i], y); }) mins[t] += y.d * F::min_term(b[i], y);
-      prev[t] = sum[t];
-      prev_yd[t] = y.d;
-    }
-    prev_d = d;
-  }
-  for (int t = 0; t < NT; ++t) out[t] = acc[t] - mins[t];
-}
-
-// Decode (one activation row) of these formats: NR weight rows per call share each activation
-// load, and their independent chains fill the out-of-order window; per row, the arithmetic of
-// dotq_codes_n<F, 1> exactly, so the same bits.
-template <typename F, int NR>
-void dotq_codes_rows_n(int n, const uint8_t* w, size_t row_stride, const uint8_t* xq, float* out) {
-  const iq::Tables& tab = iq::tables();
-  const auto* y = reinterpret_cast<const BlockQ8_K*>(xq);
-  float acc[NR] = {}, mins[NR] = {}, prev_d[NR] = {}, prev_yd = 0.f;
-  __m256i prev[NR];
-  for (int r = 0; r < NR; ++r) prev[r] = _mm256_setzero_si256();
-  const int nb = n / 256;
-  for (int i = 0; i <= nb; ++i) {
-    __m256i sum[NR];
+    __m256i sum[NR][NT];
+    STRATA_UNROLL for (int r = 0; r < NR; ++r) STRATA_UNROLL for (int t = 0; t < NT; ++t) sum[r][t] = _mm256_setzero_si256();
     float d[NR] = {};
-    for (int r = 0; r < NR; ++r) sum[r] = _mm256_setzero_si256();
     if (i < nb) {
-      const typename F::Block* b[NR];
       __m256i scales[NR];
       BlockPrep sg[NR];
-      for (int r = 0; r < NR; ++r) {
-        b[r] = reinterpret_cast<const typename F::Block*>(w + r * row_stride) + i;
-        scales[r] = block_scales(F::scales(*b[r], d[r]));
-        prepare_block<F>(*b[r], sg[r]);
+      STRATA_UNROLL for (int r = 0; r < NR; ++r) {
+        scales[r] = block_scales(F::scales(block(r, i), d[r]));
+        prepare_block<F>(block(r, i), sg[r]);
       }
+      // Unrolled: each chunk's scale shuffle becomes a constant (IQ2_XXS, IQ1_M -20 % time per row).
       STRATA_UNROLL for (int c = 0; c < 8; ++c) {
-        const __m256i yc = load32(y[i].qs + 32 * c);
-        STRATA_UNROLL for (int r = 0; r < NR; ++r) {
-          __m256i a, s;
-          magnitudes_and_signs<F>(*b[r], c, tab, sg[r], a, s);
-          const __m256i p = _mm256_maddubs_epi16(a, signed_activations<F>(yc, s));
-          sum[r] = _mm256_add_epi32(sum[r], _mm256_madd_epi16(p, scale_pair(scales[r], c)));
+        __m256i a[NR], s[NR];
+        STRATA_UNROLL for (int r = 0; r < NR; ++r) magnitudes_and_signs<F>(block(r, i), c, tab, sg[r], a[r], s[r]);
+        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+          const __m256i y = load32(act(t, i).qs + 32 * c);
+          STRATA_UNROLL for (int r = 0; r < NR; ++r) {
+            const __m256i p = _mm256_maddubs_epi16(a[r], signed_activations<F>(y, s[r]));
+            sum[r][t] = _mm256_add_epi32(sum[r][t], _mm256_madd_epi16(p, scale_pair(scales[r], c)));
+          }
         }
       }
     }
-    for (int r = 0; r < NR; ++r) {
-      if (i > 0) acc[r] = block_step(prev_d[r], prev_yd, hsum_i32(prev[r]), acc[r]);
+    STRATA_UNROLL for (int r = 0; r < NR; ++r) STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+      if (i > 0) acc[r][t] = block_step(prev_d[r], prev_yd[t], hsum_i32(prev[r][t]), acc[r][t]);
       if (i == nb) continue;
-      if constexpr (requires { F::min_term(*reinterpret_cast<const typename F::Block*>(w), y[i]); })
-        mins[r] += y[i].d * F::min_term(reinterpret_cast<const typename F::Block*>(w + r * row_stride)[i], y[i]);
-      prev[r] = sum[r];
-      prev_d[r] = d[r];
+      if constexpr (requires { F::min_term(block(r, i), act(t, i)); })
+        mins[r][t] += act(t, i).d * F::min_term(block(r, i), act(t, i));
+      prev[r][t] = sum[r][t];
     }
-    if (i < nb) prev_yd = y[i].d;
+    if (i == nb) break;
+    STRATA_UNROLL for (int r = 0; r < NR; ++r) prev_d[r] = d[r];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) prev_yd[t] = act(t, i).d;
   }
-  for (int r = 0; r < NR; ++r) out[r] = acc[r] - mins[r];
+  STRATA_UNROLL for (int r = 0; r < NR; ++r) STRATA_UNROLL for (int t = 0; t < NT; ++t) out[NT * r + t] = acc[r][t] - mins[r][t];
 }
 
+// Decode: weight rows two at a time, an odd last one alone.
 template <typename F>
 void dotq_codes_rows(int n, const uint8_t* w, size_t row_stride, int nrows, const uint8_t* xq, float* out) {
   int r = 0;
-  for (; r + 2 <= nrows; r += 2) dotq_codes_rows_n<F, 2>(n, w + r * row_stride, row_stride, xq, out + r);
-  if (r < nrows) dotq_codes_rows_n<F, 1>(n, w + r * row_stride, row_stride, xq, out + r);
+  for (; r + 2 <= nrows; r += 2) dotq_codes_tile<F, 2, 1>(n, w + r * row_stride, row_stride, xq, 0, out + r);
+  if (r < nrows) dotq_codes_tile<F, 1, 1>(n, w + r * row_stride, row_stride, xq, 0, out + r);
 }
 
 // Prefill of these formats: 8 weight rows decoded once per matmul into signed values laid out
@@ -1204,7 +1162,7 @@ void decode_rows8_codes(int n, const uint8_t* rows, size_t row_stride, int nrows
 
 // Values up to 63 in magnitude (the largest, IQ3's grid, reaches 62): two maddubs results
 // (each pair below 2*63*127) sum exactly in 16 bits before madd applies the sub-scale. With
-// kMin (Q2_K), the min term of dotq_codes_n, lane by lane.
+// kMin (Q2_K), the min term of dotq_codes_tile, lane by lane.
 template <int NT, bool kMin>
 void gemm_decoded8_n(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {
   const auto* b = reinterpret_cast<const DecodedX8Block*>(w);
@@ -1262,18 +1220,18 @@ void gemm_decoded8(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const 
 template <typename F>
 float dotq_codes(int n, const void* w, const void* xq) {
   float out;
-  dotq_codes_n<F, 1>(n, static_cast<const typename F::Block*>(w), static_cast<const uint8_t*>(xq), 0, &out);
+  dotq_codes_tile<F, 1, 1>(n, static_cast<const uint8_t*>(w), 0, static_cast<const uint8_t*>(xq), 0, &out);
   return out;
 }
 
 template <typename F>
 void dotq_codes_multi(int n, const void* w, const uint8_t* xq, size_t stride, int ntok, float* out) {
-  const auto* b = static_cast<const typename F::Block*>(w);
+  const auto* b = static_cast<const uint8_t*>(w);
   switch (ntok) {
-    case 1: dotq_codes_n<F, 1>(n, b, xq, stride, out); break;
-    case 2: dotq_codes_n<F, 2>(n, b, xq, stride, out); break;
-    case 3: dotq_codes_n<F, 3>(n, b, xq, stride, out); break;
-    default: dotq_codes_n<F, 4>(n, b, xq, stride, out); break;
+    case 1: dotq_codes_tile<F, 1, 1>(n, b, 0, xq, stride, out); break;
+    case 2: dotq_codes_tile<F, 1, 2>(n, b, 0, xq, stride, out); break;
+    case 3: dotq_codes_tile<F, 1, 3>(n, b, 0, xq, stride, out); break;
+    default: dotq_codes_tile<F, 1, 4>(n, b, 0, xq, stride, out); break;
   }
 }
 
