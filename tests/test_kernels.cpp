@@ -2,6 +2,7 @@
 // quantize -> dequantize round-trip error bounds.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -250,9 +251,9 @@ TEST(Ops, LookupFormatBatchesMatchSingleTokens) {
 }
 
 // ---- Kernels on weights packed 8 rows at a time ----
-const GgmlType kPackFormats[] = {GgmlType::Q8_0,   GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q4_1,
-                                 GgmlType::Q5_1,   GgmlType::IQ4_NL, GgmlType::Q4_K, GgmlType::Q5_K,
-                                 GgmlType::Q6_K,   GgmlType::IQ4_XS, GgmlType::F16,  GgmlType::BF16};
+const GgmlType kPackFormats[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0,   GgmlType::Q4_1, GgmlType::Q5_1,
+                                 GgmlType::IQ4_NL, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
+                                 GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::F16,  GgmlType::BF16};
 
 // Random rows (alternately quantized floats and raw random blocks), packed; activation rows
 // prepared as matmul prepares them.
@@ -336,6 +337,31 @@ TEST_P(PackedKernels, MatchesFileLayoutDotWithinRounding) {
       for (int k = 0; k < c.cols; ++k) mag += std::fabs(static_cast<double>(w[k]) * xa[k]);
       EXPECT_NEAR(out[i * 8 + r], dot_row_ref(t, c.cols, row, xa), 4.0 * c.cols * 1.19e-7 * mag + 1e-6)
           << type_name(t) << " row " << r << " token " << i;
+    }
+}
+
+// Q2_K and Q3_K: the packed kernels do the file-layout integer kernel's arithmetic, so a row
+// gives the same bits packed or not (the rows left over after the last group of 8 stay in file
+// layout).
+TEST(PackedKernels2, Q2KQ3KGiveTheFileLayoutKernelsBits) {
+  if (simd_tables().empty()) GTEST_SKIP() << "CPU has no AVX2";
+  for (GgmlType t : {GgmlType::Q2_K, GgmlType::Q3_K})
+    for (int trial = 0; trial < 4; ++trial) {
+      PackedCase c(t, 8, 256 * (1 + 3 * trial), 4, 40 + trial);
+      for (const KernelTable* simd : simd_tables()) {
+        const QDotFn dq = simd->dotq[static_cast<int>(t)];
+        ASSERT_NE(dq, nullptr);
+        for (const GemmX8Fn f : {simd->gemm_x8[static_cast<int>(t)], scalar_kernels().gemm_x8[static_cast<int>(t)]}) {
+          float out[32];
+          c.run(f, 0, 0, 4, out);
+          for (int i = 0; i < 4; ++i)
+            for (int r = 0; r < 8; ++r) {
+              const float want = dq(c.cols, c.file.data() + c.row_stride * r, c.xq.data() + c.x_stride * i);
+              EXPECT_EQ(std::bit_cast<uint32_t>(want), std::bit_cast<uint32_t>(out[8 * i + r]))
+                  << simd->isa << " " << type_name(t) << " row " << r << " token " << i << ": " << want << " vs " << out[8 * i + r];
+            }
+        }
+      }
     }
 }
 

@@ -14,8 +14,8 @@ namespace strata {
 bool packable(GgmlType t) {
   switch (t) {
     case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q4_1: case GgmlType::Q5_1:
-    case GgmlType::IQ4_NL: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K: case GgmlType::IQ4_XS:
-    case GgmlType::F16: case GgmlType::BF16:
+    case GgmlType::IQ4_NL: case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K:
+    case GgmlType::Q6_K: case GgmlType::IQ4_XS: case GgmlType::F16: case GgmlType::BF16:
       return true;
     default:
       return false;
@@ -31,6 +31,8 @@ size_t packed_group_bytes(GgmlType t, int64_t cols) {
     case GgmlType::Q4_1: return n / 32 * sizeof(BlockQ4_1x8);
     case GgmlType::Q5_1: return n / 32 * sizeof(BlockQ5_1x8);
     case GgmlType::IQ4_NL: return n / 32 * sizeof(BlockIQ4_NLx8);
+    case GgmlType::Q2_K: return n / 256 * sizeof(BlockQ2_Kx8);
+    case GgmlType::Q3_K: return n / 256 * sizeof(BlockQ3_Kx8);
     case GgmlType::Q4_K: return n / 256 * sizeof(BlockQ4_Kx8);
     case GgmlType::Q5_K: return n / 256 * sizeof(BlockQ5_Kx8);
     case GgmlType::Q6_K: return n / 256 * sizeof(BlockQ6_Kx8);
@@ -117,6 +119,32 @@ void pack_rows8(GgmlType t, const uint8_t* rows, size_t stride, int64_t cols, ui
     case GgmlType::Q4_1: return pack_32_rows8<BlockQ4_1, BlockQ4_1x8>(rows, stride, cols, dst);
     case GgmlType::Q5_1: return pack_32_rows8<BlockQ5_1, BlockQ5_1x8>(rows, stride, cols, dst);
     case GgmlType::IQ4_NL: return pack_32_rows8<BlockIQ4_NL, BlockIQ4_NLx8>(rows, stride, cols, dst);
+    case GgmlType::Q2_K: {
+      auto* out = reinterpret_cast<BlockQ2_Kx8*>(dst);
+      for (int64_t ib = 0; ib < cols / 256; ++ib)
+        for (int r = 0; r < 8; ++r) {
+          const auto& b = file_block<BlockQ2_K>(rows, stride, r, ib);
+          out[ib].d[r] = b.d;
+          out[ib].dmin[r] = b.dmin;
+          for (int s = 0; s < 16; ++s) out[ib].sc[s][r] = b.scales[s];
+          interleave4(out[ib].qs, b.qs, r, 16);
+        }
+      return;
+    }
+    case GgmlType::Q3_K: {
+      auto* out = reinterpret_cast<BlockQ3_Kx8*>(dst);
+      for (int64_t ib = 0; ib < cols / 256; ++ib)
+        for (int r = 0; r < 8; ++r) {
+          const auto& b = file_block<BlockQ3_K>(rows, stride, r, ib);
+          out[ib].d[r] = b.d;
+          int8_t sc[16];
+          q3k_unpack_scales(b.scales, sc);
+          for (int s = 0; s < 16; ++s) out[ib].sc[s][r] = sc[s];
+          interleave4(out[ib].qs, b.qs, r, 16);
+          interleave4(out[ib].hm, b.hmask, r, 8);
+        }
+      return;
+    }
     case GgmlType::Q4_K: return pack_k_rows8<BlockQ4_K, BlockQ4_Kx8>(rows, stride, cols, dst);
     case GgmlType::Q5_K: return pack_k_rows8<BlockQ5_K, BlockQ5_Kx8>(rows, stride, cols, dst);
     case GgmlType::Q6_K: {
@@ -257,6 +285,61 @@ void gemm_q45_k_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, co
     }
 }
 
+// Q2_K, Q3_K: the arithmetic of the file-layout integer kernel (dotq), so both give the same bits:
+// per block, the exact integer total of sub-scale times sub-block dot product into one fused
+// multiply-add; Q2_K's min term (mins times the activations' 16-value sums) summed apart and
+// subtracted at the end. Code k (0..255) of row r: bits 2j of qs byte 4g+i, k = 128h + 32j + 4(g%8) + i.
+int code2_x8(const uint8_t* qs, int r, int k) {
+  const int h = k / 128, j = (k % 128) / 32, l = k % 32;
+  return (qs[(8 * h + l / 4) * 32 + r * 4 + l % 4] >> (2 * j)) & 3;
+}
+
+void gemm_q2_k_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, int ntok,
+                      float* out) {
+  const BlockQ2_Kx8* b = reinterpret_cast<const BlockQ2_Kx8*>(w);
+  for (int t = 0; t < ntok; ++t)
+    for (int r = 0; r < 8; ++r) {
+      float acc = 0.f, mins = 0.f;
+      for (int64_t ib = 0; ib < n / 256; ++ib) {
+        const BlockQ8_K& y = q8_k_at(xq, xs, t, ib);
+        int32_t isum = 0, msum = 0;
+        for (int s = 0; s < 16; ++s) {
+          int32_t dot = 0;
+          for (int k = 16 * s; k < 16 * s + 16; ++k) dot += code2_x8(b[ib].qs, r, k) * y.qs[k];
+          isum += (b[ib].sc[s][r] & 15) * dot;
+          msum += (b[ib].sc[s][r] >> 4) * y.bsums[s];
+        }
+        acc = std::fma(fp16_to_fp32(b[ib].d[r]) * y.d, static_cast<float>(isum), acc);
+        mins += y.d * (fp16_to_fp32(b[ib].dmin[r]) * static_cast<float>(msum));
+      }
+      out[t * 8 + r] = acc - mins;
+    }
+}
+
+void gemm_q3_k_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, int ntok,
+                      float* out) {
+  const BlockQ3_Kx8* b = reinterpret_cast<const BlockQ3_Kx8*>(w);
+  for (int t = 0; t < ntok; ++t)
+    for (int r = 0; r < 8; ++r) {
+      float acc = 0.f;
+      for (int64_t ib = 0; ib < n / 256; ++ib) {
+        const BlockQ8_K& y = q8_k_at(xq, xs, t, ib);
+        int32_t isum = 0;
+        for (int s = 0; s < 16; ++s) {
+          int32_t dot = 0;
+          for (int k = 16 * s; k < 16 * s + 16; ++k) {
+            const int l = k % 32, bit = k / 32;  // bit 4h + j of the high-mask byte
+            const int high = (b[ib].hm[(l / 4) * 32 + r * 4 + l % 4] >> bit) & 1;
+            dot += (code2_x8(b[ib].qs, r, k) - (high ? 0 : 4)) * y.qs[k];
+          }
+          isum += b[ib].sc[s][r] * dot;
+        }
+        acc = std::fma(fp16_to_fp32(b[ib].d[r]) * y.d, static_cast<float>(isum), acc);
+      }
+      out[t * 8 + r] = acc;
+    }
+}
+
 void gemm_q6_k_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, int ntok,
                       float* out) {
   const BlockQ6_Kx8* b = reinterpret_cast<const BlockQ6_Kx8*>(w);
@@ -340,6 +423,8 @@ void fill_scalar_gemm_x8(KernelTable& t) {
   t.gemm_x8[static_cast<int>(GgmlType::Q4_1)] = gemm_32_scalar<BlockQ4_1x8, code_nibble<BlockQ4_1x8>, 0>;
   t.gemm_x8[static_cast<int>(GgmlType::Q5_1)] = gemm_32_scalar<BlockQ5_1x8, code_q5<BlockQ5_1x8>, 0>;
   t.gemm_x8[static_cast<int>(GgmlType::IQ4_NL)] = gemm_32_scalar<BlockIQ4_NLx8, code_iq4_nl, 0>;
+  t.gemm_x8[static_cast<int>(GgmlType::Q2_K)] = gemm_q2_k_scalar;
+  t.gemm_x8[static_cast<int>(GgmlType::Q3_K)] = gemm_q3_k_scalar;
   t.gemm_x8[static_cast<int>(GgmlType::Q4_K)] = gemm_q45_k_scalar<BlockQ4_Kx8>;
   t.gemm_x8[static_cast<int>(GgmlType::Q5_K)] = gemm_q45_k_scalar<BlockQ5_Kx8>;
   t.gemm_x8[static_cast<int>(GgmlType::Q6_K)] = gemm_q6_k_scalar;

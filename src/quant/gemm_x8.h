@@ -1,8 +1,9 @@
 // Weights repacked at load time so that 8 rows are multiplied at once: each vector lane holds one
 // output row, so a block's products land in the right lane without horizontal sums, one fp16
 // conversion yields 8 row scales, and every activation byte group is loaded once per 8 rows.
-// The packed group of 8 rows is as large as the 8 file rows (plus, for Q4_K, Q5_K and IQ4_XS,
-// 3 %, 2.3 % and 1.5 % for scales unpacked to bytes), so the repacked model is the size of the file.
+// The packed group of 8 rows is as large as the 8 file rows (plus, for Q4_K, Q5_K, Q3_K and
+// IQ4_XS, 3 %, 2.3 %, 3.6 % and 1.5 % for scales unpacked to bytes), so the repacked model is the
+// size of the file.
 //
 // Layouts (one "x8 block" per 8 rows x one file block; r = row in the group, i = 0..3):
 //   Q8_0: d[8], qs[g*32 + r*4 + i] = code 4g+i of row r (g 0..7)
@@ -14,6 +15,11 @@
 //         qs[j*256 + g*32 + r*4 + i] = byte 32j+4g+i of row r (sub-blocks 2j and 2j+1)
 //   Q5_K: as Q4_K, plus qh[g*32 + r*4 + i] = high-bit byte 4g+i of row r, whose bit s is the fifth
 //         bit of value 32s+4g+i
+//   Q2_K: d[8], dmin[8], the file's scale bytes sc[sub][r] (scale | min << 4 of values
+//         16*sub..16*sub+15), and qs[g*32 + r*4 + i] = byte 4g+i of row r (g 0..15; byte 4g+i
+//         holds the 2-bit codes of values 128*(g/8) + 32j + 4*(g%8) + i at bits 2j, j 0..3)
+//   Q3_K: d[8], scales minus 32 sc[sub][r], qs as Q2_K's, and hm[g*32 + r*4 + i] = high-mask
+//         byte 4g+i of row r (g 0..7), whose bit 4h+j belongs to value 128h + 32j + 4g + i
 //   Q6_K: d[8], sc[16][r], ql[G*32 + r*4 + i] = low 4 bits of codes 4G+i | 128+4G+i (G 0..31),
 //         qh[H*32 + r*4 + i] = top 2 bits of codes 4(H+16m)+i at bits 2m (H 0..15, m 0..3)
 //   IQ4_XS: d[8], sub-block scales minus 32 as signed bytes sc[sub][r], and
@@ -41,6 +47,8 @@ struct BlockQ5_1x8 { uint16_t d[8], m[8]; uint8_t qh[32]; uint8_t qs[128]; };
 struct BlockIQ4_NLx8 { uint16_t d[8]; uint8_t qs[128]; };
 struct BlockQ4_Kx8 { uint16_t d[8], dmin[8]; uint8_t sc[8][8], mn[8][8]; uint8_t qs[1024]; };
 struct BlockQ5_Kx8 { uint16_t d[8], dmin[8]; uint8_t sc[8][8], mn[8][8]; uint8_t qh[256]; uint8_t qs[1024]; };
+struct BlockQ2_Kx8 { uint16_t d[8], dmin[8]; uint8_t sc[16][8]; uint8_t qs[512]; };
+struct BlockQ3_Kx8 { uint16_t d[8]; int8_t sc[16][8]; uint8_t hm[256]; uint8_t qs[512]; };
 struct BlockQ6_Kx8 { uint16_t d[8]; int8_t sc[16][8]; uint8_t ql[1024]; uint8_t qh[512]; };
 struct BlockIQ4_XSx8 { uint16_t d[8]; int8_t sc[8][8]; uint8_t qs[1024]; };
 #pragma pack(pop)

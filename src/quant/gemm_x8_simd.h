@@ -326,6 +326,123 @@ void gemm_q45_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
   STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, acc[t]);
 }
 
+// Q2_K, Q3_K: 2-bit codes (Q3_K's with a third bit from the high mask), four values of a row per
+// byte. One 32-byte load of group g gives the codes of four sub-blocks (bits 2j, j = 0..3), each
+// paired with its own activation bytes. A 16-value sub-block is four groups: four maddubs results
+// (each pair below 2*7*127) sum exactly in 16 bits, then madd applies the rows' sub-scales. The
+// integer totals and float steps are those of the file-layout kernel (dotq), so a packed row gives
+// the same bits as the same row in file layout.
+
+// Eight per-row bytes p[0..7] as madd operands (value, value) in 16-bit halves of lane r:
+// broadcast, one shuffle, one shift. kSigned sign-extends (the byte goes to the high half first).
+template <bool kSigned>
+inline __m256i row_bytes_paired(const void* p) {
+  int64_t q;
+  std::memcpy(&q, p, 8);
+  const __m256i v = _mm256_set1_epi64x(q);
+  if constexpr (kSigned) {
+    const __m256i pick = _mm256_setr_epi8(-1, 0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3,
+                                          -1, 4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7);
+    return _mm256_srai_epi16(_mm256_shuffle_epi8(v, pick), 8);
+  } else {
+    const __m256i pick = _mm256_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1,
+                                          4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1);
+    return _mm256_shuffle_epi8(v, pick);
+  }
+}
+// Rows' bytes of two consecutive sub-blocks (p[0..7], p[8..15]) as (first, second) pairs.
+template <bool kSigned>
+inline __m256i row_bytes_two(const void* p) {
+  const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128(static_cast<const __m128i*>(p)));
+  if constexpr (kSigned) {
+    const __m256i pick = _mm256_setr_epi8(-1, 0, -1, 8, -1, 1, -1, 9, -1, 2, -1, 10, -1, 3, -1, 11,
+                                          -1, 4, -1, 12, -1, 5, -1, 13, -1, 6, -1, 14, -1, 7, -1, 15);
+    return _mm256_srai_epi16(_mm256_shuffle_epi8(v, pick), 8);
+  } else {
+    const __m256i pick = _mm256_setr_epi8(0, -1, 8, -1, 1, -1, 9, -1, 2, -1, 10, -1, 3, -1, 11, -1,
+                                          4, -1, 12, -1, 5, -1, 13, -1, 6, -1, 14, -1, 7, -1, 15, -1);
+    return _mm256_shuffle_epi8(v, pick);
+  }
+}
+
+// Codes of values 128h + 32j + 4(g%8) + i (g = 8h + g % 8) of a Q2_K / Q3_K x8 block: 0..3, and
+// Q3_K's high bit 4h + j of its high-mask byte moved to bit 2 (0..7; value = code - 4).
+template <typename Packed>
+inline __m256i q23_k_codes(const Packed& B, int h, int j, int g8) {
+  const __m256i v = load256(B.qs + (8 * h + g8) * 32);
+  const __m256i c = _mm256_and_si256(j ? _mm256_srli_epi16(v, 2 * j) : v, _mm256_set1_epi8(3));
+  if constexpr (requires { B.hm; }) {
+    const __m256i m = load256(B.hm + g8 * 32);
+    const int bit = 4 * h + j;  // 16-bit shifts: bit 2 of each byte comes from its own byte
+    const __m256i hb = bit <= 2 ? _mm256_slli_epi16(m, 2 - bit) : _mm256_srli_epi16(m, bit - 2);
+    return _mm256_or_si256(c, _mm256_and_si256(hb, _mm256_set1_epi8(4)));
+  } else {
+    return c;
+  }
+}
+
+template <typename Packed, int NT>
+void gemm_q23_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {
+  constexpr bool kQ3 = requires(const Packed& p) { p.hm; };
+  const auto* b = reinterpret_cast<const Packed*>(w);
+  __m256 acc[NT], mins[NT];
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = mins[t] = _mm256_setzero_ps();
+  for (int ib = 0; ib < n / 256; ++ib) {
+    const Packed& B = b[ib];
+    prefetch_ahead(b + ib);
+    const BlockQ8_K* y[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
+    __m256i isum[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      STRATA_UNROLL for (int j = 0; j < 4; ++j) {
+        STRATA_UNROLL for (int q = 0; q < 2; ++q) {  // sub-block 8h + 2j + q: groups g8 = 4q..4q+3
+          const int s = 8 * h + 2 * j + q;
+          __m256i s16[NT];
+          STRATA_UNROLL for (int k = 0; k < 4; ++k) {
+            const __m256i c = q23_k_codes(B, h, j, 4 * q + k);
+            STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+              const __m256i p = _mm256_maddubs_epi16(c, bcast4(y[t]->qs + 16 * s + 4 * k));
+              s16[t] = k ? _mm256_add_epi16(s16[t], p) : p;
+              STRATA_KEEP(s16[t]);
+            }
+          }
+          __m256i sc;
+          if constexpr (kQ3) sc = row_bytes_paired<true>(B.sc[s]);
+          else sc = _mm256_and_si256(row_bytes_paired<false>(B.sc[s]), _mm256_set1_epi16(15));
+          STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc));
+            STRATA_KEEP(isum[t]);
+          }
+        }
+      }
+    }
+    // The sub-scales (Q3_K, for the codes' offset of 4) or the mins (Q2_K) times the
+    // activations' 16-value sums.
+    __m256i pairs[8];
+    STRATA_UNROLL for (int p = 0; p < 8; ++p) {
+      if constexpr (kQ3) pairs[p] = row_bytes_two<true>(B.sc[2 * p]);
+      else pairs[p] = _mm256_srli_epi16(row_bytes_two<false>(B.sc[2 * p]), 4);
+    }
+    const __m256 dw = load_d8(B.d);
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+      const int16_t* bs = y[t]->bsums;
+      __m256i m32 = _mm256_setzero_si256();
+      STRATA_UNROLL for (int p = 0; p < 8; ++p)
+        m32 = _mm256_add_epi32(m32, _mm256_madd_epi16(pairs[p], bcast_pair(bs[2 * p], bs[2 * p + 1])));
+      const __m256 dy = _mm256_set1_ps(y[t]->d);
+      if constexpr (kQ3) {
+        const __m256i total = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(m32, 2));
+        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(total), acc[t]);
+      } else {
+        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+        mins[t] = _mm256_add_ps(mins[t], _mm256_mul_ps(dy, _mm256_mul_ps(load_d8(B.dmin), _mm256_cvtepi32_ps(m32))));
+      }
+    }
+  }
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, kQ3 ? acc[t] : _mm256_sub_ps(acc[t], mins[t]));
+}
+
 // Q6_K: codes up to 63, so two maddubs results (2 * 2*63*127 = 32004) sum exactly in 16 bits
 // before the row's 8-bit group scale is applied. One pass over H = 0..15 builds the codes of
 // groups H, H+16, H+32 and H+48 from two low-nibble loads and one high-bit load.
@@ -550,6 +667,8 @@ template <int NT> struct KBF16 { static constexpr auto f = gemm_half<WidenBF16, 
 template <int G, int NT> struct GF16 { static constexpr auto f = half_groups<WidenF16, G, NT>; };
 template <int G, int NT> struct GBF16 { static constexpr auto f = half_groups<WidenBF16, G, NT>; };
 template <int NT> struct KQ5_0 { static constexpr auto f = gemm_unsigned32<Q5_0x8, NT>; };
+template <int NT> struct KQ2_K { static constexpr auto f = gemm_q23_k<BlockQ2_Kx8, NT>; };
+template <int NT> struct KQ3_K { static constexpr auto f = gemm_q23_k<BlockQ3_Kx8, NT>; };
 template <int NT> struct KQ4_K { static constexpr auto f = gemm_q45_k<BlockQ4_Kx8, NT>; };
 template <int NT> struct KQ5_K { static constexpr auto f = gemm_q45_k<BlockQ5_Kx8, NT>; };
 template <int NT> struct KQ6_K { static constexpr auto f = gemm_q6_k<NT>; };
