@@ -137,6 +137,25 @@ void matmul_packed(const Matrix& w, const float* x, const QuantizedActivations* 
   const GemmGroupsFn multi = k.gemm_groups[static_cast<int>(w.type)];
   const int per_call = multi ? k.groups_per_call[static_cast<int>(w.type)] : 1;
   const int64_t sets = (groups + per_call - 1) / per_call;
+  // Formats whose packed kernel is slower than the decoded one with several activation groups:
+  // each group decoded once per matmul (the same bits as the packed kernel).
+  const GemmX8Fn gemm8 = k.gemm_decoded8[static_cast<int>(w.type)];
+  if (const DecodePacked8Fn decode8 = n_tok > kPackMaxTokens && gemm8 ? k.decode_packed8[static_cast<int>(w.type)] : nullptr) {
+    pool.parallel_for(groups, 1, [&](int64_t g0, int64_t g1) {
+      thread_local std::vector<uint8_t> decoded;
+      decoded.resize(static_cast<size_t>(cols / 256) * kDecodedX8BlockBytes);
+      float out[kPackRows * kPackMaxTokens];
+      for (int64_t g = g0; g < g1; ++g) {
+        decode8(cols, w.packed + static_cast<size_t>(g) * w.packed_stride, decoded.data());
+        for (int t = 0; t < n_tok; t += kPackMaxTokens) {
+          const int nt = std::min(kPackMaxTokens, n_tok - t);
+          gemm8(cols, decoded.data(), xq + t * xrow, xrow, nullptr, 0, nt, out);
+          for (int i = 0; i < nt; ++i) std::copy(out + i * kPackRows, out + (i + 1) * kPackRows, y + static_cast<size_t>(t + i) * rows + g * kPackRows);
+        }
+      }
+    });
+    return;
+  }
   pool.parallel_for(sets, 1, [&](int64_t s0, int64_t s1) {
     float out[kPackRows * kMaxGroupsPerCall * kPackMaxTokens];
     for (int64_t s = s0; s < s1; ++s) {

@@ -1084,17 +1084,8 @@ void dotq_codes_rows(int n, const uint8_t* w, size_t row_stride, int nrows, cons
   if (r < nrows) dotq_codes_tile<F, 1, 1>(n, w + r * row_stride, row_stride, xq, 0, out + r);
 }
 
-// Prefill of these formats: 8 weight rows decoded once per matmul into signed values laid out
-// as the 8-row packed formats are (4 values of each row side by side), so every broadcast
-// activation word feeds 8 rows.
-struct DecodedX8Block {
-  float d[8];           // each row's block factor
-  int32_t sc[16][8];    // sub-scale of values 16j..16j+15 of row r, twice as 16 bits (madd operand)
-  int8_t v[64][32];     // v[G][4r + i] = value 4G + i of row r
-  float dmin[8];        // Q2_K: each row's min factor (zero for the other formats)
-  int32_t mn[8][8];     // Q2_K: mins of values 32p..32p+15 and 32p+16..32p+31 of row r, as 16 bits
-};
-static_assert(sizeof(DecodedX8Block) == kDecodedX8BlockBytes);
+// Prefill of these formats: 8 weight rows decoded once per matmul into DecodedX8Block
+// (quant/gemm_x8.h), so every broadcast activation word feeds 8 rows.
 
 // o[g] = dword g of every r[k], k = 0..7 (an 8 x 8 transpose of 32-bit elements).
 inline void transpose8x8_epi32(__m256i* r) {

@@ -53,6 +53,17 @@ struct BlockQ6_Kx8 { uint16_t d[8]; int8_t sc[16][8]; uint8_t ql[1024]; uint8_t 
 struct BlockIQ4_XSx8 { uint16_t d[8]; int8_t sc[8][8]; uint8_t qs[1024]; };
 #pragma pack(pop)
 
+// The lookup formats' prefill layout (KernelTable::decode_rows8, decode_packed8): 8 rows decoded
+// to signed values laid out as the packed formats are (4 values of each row side by side), with
+// their scales ready for the kernels.
+struct DecodedX8Block {
+  float d[8];         // each row's block factor
+  int32_t sc[16][8];  // sub-scale of values 16j..16j+15 of row r, twice as 16 bits (madd operand)
+  int8_t v[64][32];   // v[G][4r + i] = value 4G + i of row r
+  float dmin[8];      // Q2_K: each row's min factor (zero for the other formats)
+  int32_t mn[8][8];   // Q2_K: mins of values 32p..32p+15 and 32p+16..32p+31 of row r, as 16 bits
+};
+
 // Rows per packed group, and activation rows one kernel call takes at most.
 constexpr int kPackRows = 8;
 constexpr int kPackMaxTokens = 4;

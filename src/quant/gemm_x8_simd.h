@@ -394,7 +394,7 @@ void gemm_q23_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
     STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
     __m256i isum[NT];
     STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
-    for (int h = 0; h < 2; ++h) {
+    auto half = [&](int h) {  // values 128h..128h+127
       STRATA_UNROLL for (int j = 0; j < 4; ++j) {
         STRATA_UNROLL for (int q = 0; q < 2; ++q) {  // sub-block 8h + 2j + q: groups g8 = 4q..4q+3
           const int s = 8 * h + 2 * j + q;
@@ -416,6 +416,15 @@ void gemm_q23_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
           }
         }
       }
+    };
+    // Q3_K's halves unrolled, so its high-mask shift counts are constants (as a loop, GCC hoisted
+    // the high-mask loads and spilled them; Matvec/Q3_K 18.5 -> 16.1 µs unrolled). Q2_K's prefill
+    // ran faster as a loop (Matmul/Q2_K 8.6 -> 7.3 ms).
+    if constexpr (kQ3) {
+      half(0);
+      half(1);
+    } else {
+      for (int h = 0; h < 2; ++h) half(h);
     }
     // The sub-scales (Q3_K, for the codes' offset of 4) or the mins (Q2_K) times the
     // activations' 16-value sums.
@@ -441,6 +450,40 @@ void gemm_q23_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
     }
   }
   STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, kQ3 ? acc[t] : _mm256_sub_ps(acc[t], mins[t]));
+}
+
+// A packed Q2_K / Q3_K group as DecodedX8Block (prefill with more than 4 activation rows goes
+// through gemm_decoded8, which gives the same bits): values are the kernel's codes (Q3_K's minus
+// 4), value 4G + i = 128h + 32j + 4*g8 + i with G = 32h + 8j + g8.
+template <typename Packed>
+void decode_packed8_q23(int n, const uint8_t* w, uint8_t* out) {
+  constexpr bool kQ3 = requires(const Packed& p) { p.hm; };
+  const auto* b = reinterpret_cast<const Packed*>(w);
+  auto* db = reinterpret_cast<DecodedX8Block*>(out);
+  for (int ib = 0; ib < n / 256; ++ib) {
+    const Packed& B = b[ib];
+    DecodedX8Block& D = db[ib];
+    _mm256_storeu_ps(D.d, load_d8(B.d));
+    for (int s = 0; s < 16; ++s) {
+      __m256i sc;
+      if constexpr (kQ3) sc = row_bytes_paired<true>(B.sc[s]);
+      else sc = _mm256_and_si256(row_bytes_paired<false>(B.sc[s]), _mm256_set1_epi16(15));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.sc[s]), sc);
+    }
+    STRATA_UNROLL for (int h = 0; h < 2; ++h) STRATA_UNROLL for (int j = 0; j < 4; ++j) for (int g8 = 0; g8 < 8; ++g8) {
+      __m256i v = q23_k_codes(B, h, j, g8);
+      if constexpr (kQ3) v = _mm256_sub_epi8(v, _mm256_set1_epi8(4));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.v[32 * h + 8 * j + g8]), v);
+    }
+    if constexpr (kQ3) {
+      _mm256_storeu_ps(D.dmin, _mm256_setzero_ps());
+      std::memset(D.mn, 0, sizeof D.mn);
+    } else {
+      _mm256_storeu_ps(D.dmin, load_d8(B.dmin));
+      for (int p = 0; p < 8; ++p)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.mn[p]), _mm256_srli_epi16(row_bytes_two<false>(B.sc[2 * p]), 4));
+    }
+  }
 }
 
 // Q6_K: codes up to 63, so two maddubs results (2 * 2*63*127 = 32004) sum exactly in 16 bits

@@ -32,8 +32,12 @@ using QDotRowsFn = void (*)(int n, const uint8_t* w, size_t row_stride, int nrow
 // at once into kDecodedX8BlockBytes per 256 columns; KernelTable::gemm_decoded8 (a GemmX8Fn taking
 // the decoded rows as w) then multiplies them with 1..4 activation rows per call:
 // out[t * 8 + r] is bit-identical to dotq on row r.
-constexpr size_t kDecodedX8BlockBytes = 2880;
+constexpr size_t kDecodedX8BlockBytes = sizeof(DecodedX8Block);
+static_assert(kDecodedX8BlockBytes == 2880);
 using DecodeRows8Fn = void (*)(int n, const uint8_t* rows, size_t row_stride, int nrows, uint8_t* decoded);
+// The same from one group of 8 rows in the packed layout (quant/gemm_x8.h), for prefill of
+// formats whose packed kernel is slower than gemm_decoded8 with several activation rows.
+using DecodePacked8Fn = void (*)(int n, const uint8_t* packed, uint8_t* decoded);
 
 // Activations are quantized once per matmul to the format ggml pairs with each weight format:
 // Q8_0 for the 32-element block formats, Q8_K for the K-quants, and left in f32 for float weights.
@@ -51,6 +55,7 @@ struct KernelTable {
   QDotRowsFn dotq_rows[kMaxTypes] = {};    // optional: several weight rows per activation row
   DecodeRows8Fn decode_rows8[kMaxTypes] = {};  // optional, with gemm_decoded8: prefill of lookup formats
   GemmX8Fn gemm_decoded8[kMaxTypes] = {};
+  DecodePacked8Fn decode_packed8[kMaxTypes] = {};  // optional, with gemm_decoded8: prefill of packed weights
   GemmX8Fn gemm_x8[kMaxTypes] = {};        // kernels on weights packed 8 rows at a time
   GemmGroupsFn gemm_groups[kMaxTypes] = {};  // optional: several packed groups per call...
   int groups_per_call[kMaxTypes] = {};       // ...this many at most
