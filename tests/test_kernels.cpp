@@ -253,7 +253,7 @@ TEST(Ops, LookupFormatBatchesMatchSingleTokens) {
 // ---- Kernels on weights packed 8 rows at a time ----
 const GgmlType kPackFormats[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0,   GgmlType::Q4_1, GgmlType::Q5_1,
                                  GgmlType::IQ4_NL, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
-                                 GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::F16,  GgmlType::BF16};
+                                 GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::TQ2_0, GgmlType::F16, GgmlType::BF16};
 
 // Random rows (alternately quantized floats and raw random blocks), packed; activation rows
 // prepared as matmul prepares them.
@@ -340,12 +340,12 @@ TEST_P(PackedKernels, MatchesFileLayoutDotWithinRounding) {
     }
 }
 
-// Q2_K and Q3_K: the packed kernels do the file-layout integer kernel's arithmetic, so a row
+// Q2_K, Q3_K and TQ2_0: the packed kernels do the file-layout integer kernel's arithmetic, so a row
 // gives the same bits packed or not (the rows left over after the last group of 8 stay in file
 // layout).
-TEST(PackedKernels2, Q2KQ3KGiveTheFileLayoutKernelsBits) {
+TEST(PackedKernels2, Q2KQ3KTQ2GiveTheFileLayoutKernelsBits) {
   if (simd_tables().empty()) GTEST_SKIP() << "CPU has no AVX2";
-  for (GgmlType t : {GgmlType::Q2_K, GgmlType::Q3_K})
+  for (GgmlType t : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::TQ2_0})
     for (int trial = 0; trial < 4; ++trial) {
       PackedCase c(t, 8, 256 * (1 + 3 * trial), 4, 40 + trial);
       for (const KernelTable* simd : simd_tables()) {

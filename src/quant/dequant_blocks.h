@@ -259,9 +259,9 @@ static inline void unpack_iq3_s(const BlockIQ3_S& b, int8_t* q, float* sc) {
   }
 }
 // IQ1: value = dl * (grid + delta) with grid in {-1, 0, 1} and delta = +-1/8, stored here as
-// (dl / 8) * (8 * grid + 8 * delta) so the codes are integers.
-static inline void put8_iq1(int8_t* q, uint64_t grid, bool neg_delta) {
-  for (int j = 0; j < 8; ++j) q[j] = static_cast<int8_t>(8 * static_cast<int8_t>(grid >> (8 * j)) + (neg_delta ? -1 : 1));
+// (dl / 8) * (8 * grid + 8 * delta) so the codes are integers (the table holds 8 * grid).
+static inline void put8_iq1(int8_t* q, uint64_t grid8, bool neg_delta) {
+  for (int j = 0; j < 8; ++j) q[j] = static_cast<int8_t>(static_cast<int8_t>(grid8 >> (8 * j)) + (neg_delta ? -1 : 1));
 }
 static inline void unpack_iq1_s(const BlockIQ1_S& b, int8_t* q, float* sc) {
   const auto& t = iq::tables();

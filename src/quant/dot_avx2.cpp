@@ -349,14 +349,6 @@ float dotq_q41_q51(int n, const void* w, const void* xq) {
 
 // ---- K-quants on Q8_K-quantized activations ----
 
-// Sum of the eight i32 lanes.
-inline int hsum_i32(__m256i v) {
-  __m128i t = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
-  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
-  return _mm_cvtsi128_si32(t);
-}
-
 // Q4_K and Q5_K: eight 32-element sub-blocks, each with a 6-bit scale and min. The weight
 // super-block is unpacked once for NT activation rows (NT = 1 is the single-row kernel).
 template <typename Block, bool kFive, int NT>
@@ -807,7 +799,6 @@ struct ChunkIQ3_S {
 // Formats whose codes are signed bytes built per 32-value chunk (IQ1_*, IQ4_XS, TQ1_0, TQ2_0): the
 // chunk is multiplied with dot_i8x32.
 // 8 * g per byte for g in {-1, 0, 1}: a 16-bit shift, with the bits it carries across bytes masked off.
-inline __m256i times8(__m256i g) { return _mm256_and_si256(_mm256_slli_epi16(g, 3), _mm256_set1_epi8(static_cast<char>(0xF8))); }
 struct ChunkIQ1_S {
   using Block = BlockIQ1_S;
   static __m256i scales(const Block& b, float& d) {
@@ -824,7 +815,7 @@ struct ChunkIQ1_S {
   static void prepare(const Block& b, BlockPrep& g) { store_indices<2>(b.qs, b.qh, kLanes, 0x700, g); }
   static __m256i codes(const Block& b, const BlockPrep& g, int c, const iq::Tables& t) {
     // 8 * grid + (delta < 0 ? -1 : +1)
-    return _mm256_add_epi8(times8(entries_of(t.iq1s, g, c)), _mm256_set1_epi8(b.qh[c] & 0x8000 ? -1 : 1));
+    return _mm256_add_epi8(entries_of(t.iq1s, g, c), _mm256_set1_epi8(b.qh[c] & 0x8000 ? -1 : 1));
   }
 };
 struct ChunkIQ1_M {
@@ -858,7 +849,7 @@ struct ChunkIQ1_M {
     g.groups = GroupBytes(_mm_unpacklo_epi8(low, high), _mm_unpackhi_epi8(low, high));
   }
   static __m256i codes(const Block&, const BlockPrep& g, int c, const iq::Tables& t) {
-    return _mm256_add_epi8(times8(entries_of(t.iq1s, g, c)), g.groups.spread(c));
+    return _mm256_add_epi8(entries_of(t.iq1s, g, c), g.groups.spread(c));
   }
 };
 struct ChunkIQ4_XS {

@@ -15,7 +15,7 @@ bool packable(GgmlType t) {
   switch (t) {
     case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q4_1: case GgmlType::Q5_1:
     case GgmlType::IQ4_NL: case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K:
-    case GgmlType::Q6_K: case GgmlType::IQ4_XS: case GgmlType::F16: case GgmlType::BF16:
+    case GgmlType::Q6_K: case GgmlType::IQ4_XS: case GgmlType::TQ2_0: case GgmlType::F16: case GgmlType::BF16:
       return true;
     default:
       return false;
@@ -33,6 +33,7 @@ size_t packed_group_bytes(GgmlType t, int64_t cols) {
     case GgmlType::IQ4_NL: return n / 32 * sizeof(BlockIQ4_NLx8);
     case GgmlType::Q2_K: return n / 256 * sizeof(BlockQ2_Kx8);
     case GgmlType::Q3_K: return n / 256 * sizeof(BlockQ3_Kx8);
+    case GgmlType::TQ2_0: return n / 256 * sizeof(BlockTQ2_0x8);
     case GgmlType::Q4_K: return n / 256 * sizeof(BlockQ4_Kx8);
     case GgmlType::Q5_K: return n / 256 * sizeof(BlockQ5_Kx8);
     case GgmlType::Q6_K: return n / 256 * sizeof(BlockQ6_Kx8);
@@ -142,6 +143,16 @@ void pack_rows8(GgmlType t, const uint8_t* rows, size_t stride, int64_t cols, ui
           for (int s = 0; s < 16; ++s) out[ib].sc[s][r] = sc[s];
           interleave4(out[ib].qs, b.qs, r, 16);
           interleave4(out[ib].hm, b.hmask, r, 8);
+        }
+      return;
+    }
+    case GgmlType::TQ2_0: {
+      auto* out = reinterpret_cast<BlockTQ2_0x8*>(dst);
+      for (int64_t ib = 0; ib < cols / 256; ++ib)
+        for (int r = 0; r < 8; ++r) {
+          const auto& b = file_block<BlockTQ2_0>(rows, stride, r, ib);
+          out[ib].d[r] = b.d;
+          interleave4(out[ib].qs, b.qs, r, 16);
         }
       return;
     }
@@ -285,7 +296,7 @@ void gemm_q45_k_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, co
     }
 }
 
-// Q2_K, Q3_K: the arithmetic of the file-layout integer kernel (dotq), so both give the same bits:
+// Q2_K, Q3_K, TQ2_0: the arithmetic of the file-layout integer kernel (dotq), so both give the same bits:
 // per block, the exact integer total of sub-scale times sub-block dot product into one fused
 // multiply-add; Q2_K's min term (mins times the activations' 16-value sums) summed apart and
 // subtracted at the end. Code k (0..255) of row r: bits 2j of qs byte 4g+i, k = 128h + 32j + 4(g%8) + i.
@@ -334,6 +345,22 @@ void gemm_q3_k_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, con
           }
           isum += b[ib].sc[s][r] * dot;
         }
+        acc = std::fma(fp16_to_fp32(b[ib].d[r]) * y.d, static_cast<float>(isum), acc);
+      }
+      out[t * 8 + r] = acc;
+    }
+}
+
+void gemm_tq2_0_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, int ntok,
+                       float* out) {
+  const BlockTQ2_0x8* b = reinterpret_cast<const BlockTQ2_0x8*>(w);
+  for (int t = 0; t < ntok; ++t)
+    for (int r = 0; r < 8; ++r) {
+      float acc = 0.f;
+      for (int64_t ib = 0; ib < n / 256; ++ib) {
+        const BlockQ8_K& y = q8_k_at(xq, xs, t, ib);
+        int32_t isum = 0;
+        for (int k = 0; k < 256; ++k) isum += (code2_x8(b[ib].qs, r, k) - 1) * y.qs[k];
         acc = std::fma(fp16_to_fp32(b[ib].d[r]) * y.d, static_cast<float>(isum), acc);
       }
       out[t * 8 + r] = acc;
@@ -425,6 +452,7 @@ void fill_scalar_gemm_x8(KernelTable& t) {
   t.gemm_x8[static_cast<int>(GgmlType::IQ4_NL)] = gemm_32_scalar<BlockIQ4_NLx8, code_iq4_nl, 0>;
   t.gemm_x8[static_cast<int>(GgmlType::Q2_K)] = gemm_q2_k_scalar;
   t.gemm_x8[static_cast<int>(GgmlType::Q3_K)] = gemm_q3_k_scalar;
+  t.gemm_x8[static_cast<int>(GgmlType::TQ2_0)] = gemm_tq2_0_scalar;
   t.gemm_x8[static_cast<int>(GgmlType::Q4_K)] = gemm_q45_k_scalar<BlockQ4_Kx8>;
   t.gemm_x8[static_cast<int>(GgmlType::Q5_K)] = gemm_q45_k_scalar<BlockQ5_Kx8>;
   t.gemm_x8[static_cast<int>(GgmlType::Q6_K)] = gemm_q6_k_scalar;

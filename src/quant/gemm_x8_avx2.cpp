@@ -14,6 +14,7 @@ void fill_avx2_gemm_x8(KernelTable& t) {
   t.gemm_x8[static_cast<int>(GgmlType::Q3_K)] = Dispatch<KQ3_K>::run;
   // Prefill of packed Q3_K: decoded once per matmul, then gemm_decoded8 (dot_avx2.cpp).
   t.decode_packed8[static_cast<int>(GgmlType::Q3_K)] = decode_packed8_q23<BlockQ3_Kx8>;
+  t.gemm_x8[static_cast<int>(GgmlType::TQ2_0)] = Dispatch<KTQ2_0>::run;
   t.gemm_x8[static_cast<int>(GgmlType::Q4_K)] = Dispatch<KQ4_K>::run;
   t.gemm_x8[static_cast<int>(GgmlType::Q5_K)] = Dispatch<KQ5_K>::run;
   t.gemm_x8[static_cast<int>(GgmlType::Q6_K)] = Dispatch<KQ6_K>::run;

@@ -452,6 +452,49 @@ void gemm_q23_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
   STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, kQ3 ? acc[t] : _mm256_sub_ps(acc[t], mins[t]));
 }
 
+// TQ2_0: one factor per block, values code - 1. The codes (0..3) of 16 groups sum in 16 bits
+// (16 * 2*3*127 = 12192) before one madd widens them; the offset is the activations' block sum.
+template <int NT>
+void gemm_tq2_0(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {
+  const auto* b = reinterpret_cast<const BlockTQ2_0x8*>(w);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[NT];
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int ib = 0; ib < n / 256; ++ib) {
+    const BlockTQ2_0x8& B = b[ib];
+    prefetch_ahead(b + ib);
+    const BlockQ8_K* y[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
+    __m256i isum[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      STRATA_UNROLL for (int j0 = 0; j0 < 4; j0 += 2) {  // values 128h + 32j.., j = j0, j0 + 1
+        __m256i s16[NT];
+        STRATA_UNROLL for (int j = j0; j < j0 + 2; ++j) STRATA_UNROLL for (int g8 = 0; g8 < 8; ++g8) {
+          const __m256i c = q23_k_codes(B, h, j, g8);
+          STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+            const __m256i p = _mm256_maddubs_epi16(c, bcast4(y[t]->qs + 128 * h + 32 * j + 4 * g8));
+            s16[t] = j == j0 && g8 == 0 ? p : _mm256_add_epi16(s16[t], p);
+            STRATA_KEEP(s16[t]);
+          }
+        }
+        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], ones));
+          STRATA_KEEP(isum[t]);
+        }
+      }
+    }
+    const __m256 dw = load_d8(B.d);
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+      const __m256i s = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t]->bsums));
+      const int32_t ysum = hsum_i32(_mm256_madd_epi16(s, ones));
+      const __m256i total = _mm256_sub_epi32(isum[t], _mm256_set1_epi32(ysum));
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(y[t]->d)), _mm256_cvtepi32_ps(total), acc[t]);
+    }
+  }
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, acc[t]);
+}
+
 // A packed Q2_K / Q3_K group as DecodedX8Block (prefill with more than 4 activation rows goes
 // through gemm_decoded8, which gives the same bits): values are the kernel's codes (Q3_K's minus
 // 4), value 4G + i = 128h + 32j + 4*g8 + i with G = 32h + 8j + g8.
@@ -712,6 +755,7 @@ template <int G, int NT> struct GBF16 { static constexpr auto f = half_groups<Wi
 template <int NT> struct KQ5_0 { static constexpr auto f = gemm_unsigned32<Q5_0x8, NT>; };
 template <int NT> struct KQ2_K { static constexpr auto f = gemm_q23_k<BlockQ2_Kx8, NT>; };
 template <int NT> struct KQ3_K { static constexpr auto f = gemm_q23_k<BlockQ3_Kx8, NT>; };
+template <int NT> struct KTQ2_0 { static constexpr auto f = gemm_tq2_0<NT>; };
 template <int NT> struct KQ4_K { static constexpr auto f = gemm_q45_k<BlockQ4_Kx8, NT>; };
 template <int NT> struct KQ5_K { static constexpr auto f = gemm_q45_k<BlockQ5_Kx8, NT>; };
 template <int NT> struct KQ6_K { static constexpr auto f = gemm_q6_k<NT>; };

@@ -22,7 +22,7 @@ const Tables& tables() {
     const int l2[3] = {8, 25, 43};
     const int l3xxs[8] = {4, 12, 20, 28, 36, 44, 52, 62};
     const int l3s[8] = {1, 3, 5, 7, 9, 11, 13, 15};
-    const int l1[3] = {-1, 0, 1};
+    const int l1[3] = {-8, 0, 8};
     for (int e = 0; e < 256; ++e) r.iq2xxs[e] = expand(kIq2xxsGridPacked[e], 2, 3, l2);
     for (int e = 0; e < 512; ++e) r.iq2xs[e] = expand(kIq2xsGridPacked[e], 2, 3, l2);
     for (int e = 0; e < 1024; ++e) r.iq2s[e] = expand(kIq2sGridPacked[e], 2, 3, l2);

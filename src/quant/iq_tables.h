@@ -16,7 +16,8 @@ struct Tables {
   // Grid entries as little-endian bytes: value j of entry e is byte j.
   uint64_t iq2xxs[256], iq2xs[512], iq2s[1024];  // 8 unsigned values of {8, 25, 43}
   uint32_t iq3xxs[256], iq3s[512];               // 4 unsigned values
-  uint64_t iq1s[2048];                           // 8 signed values of {-1, 0, 1}
+  uint64_t iq1s[2048];                           // 8 signed values of {-8, 0, 8}: 8 times the grid,
+                                                 // the integer scale of IQ1 codes (8 * grid +- 1)
   // The 7 stored sign bits of a group of 8 plus an 8th that makes the count of minus signs even.
   uint8_t ksigns[128];
 };

@@ -36,6 +36,14 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(lo);
 }
 
+// Sum of the eight i32 lanes.
+inline int hsum_i32(__m256i v) {
+  __m128i t = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
+  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
+  return _mm_cvtsi128_si32(t);
+}
+
 inline float h2f(uint16_t h) { return _cvtsh_ss(h); }  // F16C
 
 inline void nibbles(const uint8_t* qs, __m128i& lo, __m128i& hi) {
