@@ -266,154 +266,129 @@ void gemm_32_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const
     }
 }
 
-template <typename Packed>
-void gemm_q45_k_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, int ntok,
-                       float* out) {
-  const Packed* b = reinterpret_cast<const Packed*>(w);
-  for (int t = 0; t < ntok; ++t)
-    for (int r = 0; r < 8; ++r) {
-      float acc = 0.f;
-      for (int64_t ib = 0; ib < n / 256; ++ib) {
-        const BlockQ8_K& y = q8_k_at(xq, xs, t, ib);
-        int32_t isum = 0, msum = 0;
-        for (int s = 0; s < 8; ++s) {
-          const int j = s / 2, hi = s % 2;
-          int32_t dot = 0;
-          for (int k = 0; k < 32; ++k) {
-            const int at = (k / 4) * 32 + r * 4 + k % 4;
-            const uint8_t v = b[ib].qs[j * 256 + at];
-            int code = hi ? v >> 4 : v & 15;
-            if constexpr (requires { b[ib].qh; }) code |= ((b[ib].qh[at] >> s) & 1) << 4;
-            dot += code * y.qs[32 * s + k];
-          }
-          isum += b[ib].sc[s][r] * dot;
-          msum += b[ib].mn[s][r] * (y.bsums[2 * s] + y.bsums[2 * s + 1]);
-        }
-        acc = std::fma(fp16_to_fp32(b[ib].d[r]) * y.d, static_cast<float>(isum), acc);
-        acc = std::fma(-(fp16_to_fp32(b[ib].dmin[r]) * y.d), static_cast<float>(msum), acc);
-      }
-      out[t * 8 + r] = acc;
-    }
-}
+// The 256-value formats: per block, the exact integer total of sub-scale times sub-block dot
+// product (F::isum) goes into one fused multiply-add of d * y.d. Formats with mins give F::msum:
+// Q4_K and Q5_K take it into the same chain; Q2_K sums it apart and subtracts it at the end. These
+// are the float steps of the SIMD kernels (Q2_K, Q3_K, TQ2_0: of the file-layout dotq too, so
+// both layouts give the same bits).
+enum class Mins { None, InChain, Apart };
 
-// Q2_K, Q3_K, TQ2_0: the arithmetic of the file-layout integer kernel (dotq), so both give the same bits:
-// per block, the exact integer total of sub-scale times sub-block dot product into one fused
-// multiply-add; Q2_K's min term (mins times the activations' 16-value sums) summed apart and
-// subtracted at the end. Code k (0..255) of row r: bits 2j of qs byte 4g+i, k = 128h + 32j + 4(g%8) + i.
-int code2_x8(const uint8_t* qs, int r, int k) {
-  const int h = k / 128, j = (k % 128) / 32, l = k % 32;
-  return (qs[(8 * h + l / 4) * 32 + r * 4 + l % 4] >> (2 * j)) & 3;
-}
-
-void gemm_q2_k_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, int ntok,
-                      float* out) {
-  const BlockQ2_Kx8* b = reinterpret_cast<const BlockQ2_Kx8*>(w);
+template <typename F>
+void gemm_k_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, int ntok, float* out) {
+  const auto* b = reinterpret_cast<const typename F::Packed*>(w);
   for (int t = 0; t < ntok; ++t)
     for (int r = 0; r < 8; ++r) {
       float acc = 0.f, mins = 0.f;
       for (int64_t ib = 0; ib < n / 256; ++ib) {
         const BlockQ8_K& y = q8_k_at(xq, xs, t, ib);
-        int32_t isum = 0, msum = 0;
-        for (int s = 0; s < 16; ++s) {
-          int32_t dot = 0;
-          for (int k = 16 * s; k < 16 * s + 16; ++k) dot += code2_x8(b[ib].qs, r, k) * y.qs[k];
-          isum += (b[ib].sc[s][r] & 15) * dot;
-          msum += (b[ib].sc[s][r] >> 4) * y.bsums[s];
-        }
-        acc = std::fma(fp16_to_fp32(b[ib].d[r]) * y.d, static_cast<float>(isum), acc);
-        mins += y.d * (fp16_to_fp32(b[ib].dmin[r]) * static_cast<float>(msum));
+        acc = std::fma(fp16_to_fp32(b[ib].d[r]) * y.d, static_cast<float>(F::isum(b[ib], r, y)), acc);
+        if constexpr (F::kMins == Mins::InChain)
+          acc = std::fma(-(fp16_to_fp32(b[ib].dmin[r]) * y.d), static_cast<float>(F::msum(b[ib], r, y)), acc);
+        if constexpr (F::kMins == Mins::Apart)
+          mins += y.d * (fp16_to_fp32(b[ib].dmin[r]) * static_cast<float>(F::msum(b[ib], r, y)));
       }
-      out[t * 8 + r] = acc - mins;
+      out[t * 8 + r] = F::kMins == Mins::Apart ? acc - mins : acc;
     }
 }
 
-void gemm_q3_k_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, int ntok,
-                      float* out) {
-  const BlockQ3_Kx8* b = reinterpret_cast<const BlockQ3_Kx8*>(w);
-  for (int t = 0; t < ntok; ++t)
-    for (int r = 0; r < 8; ++r) {
-      float acc = 0.f;
-      for (int64_t ib = 0; ib < n / 256; ++ib) {
-        const BlockQ8_K& y = q8_k_at(xq, xs, t, ib);
-        int32_t isum = 0;
-        for (int s = 0; s < 16; ++s) {
-          int32_t dot = 0;
-          for (int k = 16 * s; k < 16 * s + 16; ++k) {
-            const int l = k % 32, bit = k / 32;  // bit 4h + j of the high-mask byte
-            const int high = (b[ib].hm[(l / 4) * 32 + r * 4 + l % 4] >> bit) & 1;
-            dot += (code2_x8(b[ib].qs, r, k) - (high ? 0 : 4)) * y.qs[k];
-          }
-          isum += b[ib].sc[s][r] * dot;
-        }
-        acc = std::fma(fp16_to_fp32(b[ib].d[r]) * y.d, static_cast<float>(isum), acc);
-      }
-      out[t * 8 + r] = acc;
-    }
+// Sum over the sub-blocks of kLen values of sc(s) times the sub-block's dot product of code(k)
+// (k = 0..255) with the activations.
+template <int kLen, typename Scale, typename Code>
+int32_t scaled_sums(const BlockQ8_K& y, Scale sc, Code code) {
+  int32_t isum = 0;
+  for (int s = 0; s < 256 / kLen; ++s) {
+    int32_t dot = 0;
+    for (int k = kLen * s; k < kLen * s + kLen; ++k) dot += code(k) * y.qs[k];
+    isum += sc(s) * dot;
+  }
+  return isum;
 }
 
-void gemm_tq2_0_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, int ntok,
-                       float* out) {
-  const BlockTQ2_0x8* b = reinterpret_cast<const BlockTQ2_0x8*>(w);
-  for (int t = 0; t < ntok; ++t)
-    for (int r = 0; r < 8; ++r) {
-      float acc = 0.f;
-      for (int64_t ib = 0; ib < n / 256; ++ib) {
-        const BlockQ8_K& y = q8_k_at(xq, xs, t, ib);
-        int32_t isum = 0;
-        for (int k = 0; k < 256; ++k) isum += (code2_x8(b[ib].qs, r, k) - 1) * y.qs[k];
-        acc = std::fma(fp16_to_fp32(b[ib].d[r]) * y.d, static_cast<float>(isum), acc);
-      }
-      out[t * 8 + r] = acc;
-    }
+template <typename P>
+struct SumQ45_K {
+  using Packed = P;
+  static constexpr Mins kMins = Mins::InChain;
+  static int32_t isum(const P& b, int r, const BlockQ8_K& y) {
+    return scaled_sums<32>(y, [&](int s) { return b.sc[s][r]; }, [&](int k) {
+      const int s = k / 32, l = k % 32;
+      const int at = (l / 4) * 32 + r * 4 + l % 4;
+      const uint8_t v = b.qs[(s / 2) * 256 + at];
+      int code = s % 2 ? v >> 4 : v & 15;
+      if constexpr (requires { b.qh; }) code |= ((b.qh[at] >> s) & 1) << 4;
+      return code;
+    });
+  }
+  static int32_t msum(const P& b, int r, const BlockQ8_K& y) {
+    int32_t msum = 0;
+    for (int s = 0; s < 8; ++s) msum += b.mn[s][r] * (y.bsums[2 * s] + y.bsums[2 * s + 1]);
+    return msum;
+  }
+};
+
+// Q2_K, Q3_K, TQ2_0: code k (0..255) of row r: bits 2j of qs byte 4g+i, k = 128h + 32j + 4(g%8) + i.
+int code2_x8(const uint8_t* qs, int r, int k) {
+  const int h = k / 128, j = (k % 128) / 32, l = k % 32;
+  return (qs[(8 * h + l / 4) * 32 + r * 4 + l % 4] >> (2 * j)) & 3;
 }
 
-void gemm_q6_k_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, int ntok,
-                      float* out) {
-  const BlockQ6_Kx8* b = reinterpret_cast<const BlockQ6_Kx8*>(w);
-  for (int t = 0; t < ntok; ++t)
-    for (int r = 0; r < 8; ++r) {
-      float acc = 0.f;
-      for (int64_t ib = 0; ib < n / 256; ++ib) {
-        const BlockQ8_K& y = q8_k_at(xq, xs, t, ib);
-        int32_t isum = 0, off = 0;
-        for (int s = 0; s < 16; ++s) {
-          int32_t dot = 0;
-          for (int k = 16 * s; k < 16 * s + 16; ++k) {
-            const int G = k / 4, i = k % 4;
-            const uint8_t lo = b[ib].ql[(G % 32) * 32 + r * 4 + i];
-            const int low4 = G < 32 ? (lo & 15) : (lo >> 4);
-            const int high2 = (b[ib].qh[(G % 16) * 32 + r * 4 + i] >> (2 * (G / 16))) & 3;
-            dot += (low4 | high2 << 4) * y.qs[k];
-          }
-          isum += b[ib].sc[s][r] * dot;
-          off += b[ib].sc[s][r] * y.bsums[s];
-        }
-        isum -= 32 * off;
-        acc = std::fma(fp16_to_fp32(b[ib].d[r]) * y.d, static_cast<float>(isum), acc);
-      }
-      out[t * 8 + r] = acc;
-    }
-}
+struct SumQ2_K {
+  using Packed = BlockQ2_Kx8;
+  static constexpr Mins kMins = Mins::Apart;
+  static int32_t isum(const Packed& b, int r, const BlockQ8_K& y) {
+    return scaled_sums<16>(y, [&](int s) { return b.sc[s][r] & 15; }, [&](int k) { return code2_x8(b.qs, r, k); });
+  }
+  static int32_t msum(const Packed& b, int r, const BlockQ8_K& y) {
+    int32_t msum = 0;
+    for (int s = 0; s < 16; ++s) msum += (b.sc[s][r] >> 4) * y.bsums[s];
+    return msum;
+  }
+};
 
-void gemm_iq4_xs_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, int ntok,
-                        float* out) {
-  const BlockIQ4_XSx8* b = reinterpret_cast<const BlockIQ4_XSx8*>(w);
-  for (int t = 0; t < ntok; ++t)
-    for (int r = 0; r < 8; ++r) {
-      float acc = 0.f;
-      for (int64_t ib = 0; ib < n / 256; ++ib) {
-        const BlockQ8_K& y = q8_k_at(xq, xs, t, ib);
-        int32_t isum = 0;
-        for (int sub = 0; sub < 8; ++sub) {
-          int32_t dot = 0;
-          for (int k = 0; k < 32; ++k) dot += kIq4nlValues[nibble_x8(b[ib].qs + sub * 128, r, k)] * y.qs[32 * sub + k];
-          isum += b[ib].sc[sub][r] * dot;
-        }
-        acc = std::fma(fp16_to_fp32(b[ib].d[r]) * y.d, static_cast<float>(isum), acc);
-      }
-      out[t * 8 + r] = acc;
-    }
-}
+struct SumQ3_K {
+  using Packed = BlockQ3_Kx8;
+  static constexpr Mins kMins = Mins::None;
+  static int32_t isum(const Packed& b, int r, const BlockQ8_K& y) {
+    return scaled_sums<16>(y, [&](int s) { return b.sc[s][r]; }, [&](int k) {
+      const int l = k % 32, bit = k / 32;  // bit 4h + j of the high-mask byte
+      const int high = (b.hm[(l / 4) * 32 + r * 4 + l % 4] >> bit) & 1;
+      return code2_x8(b.qs, r, k) - (high ? 0 : 4);
+    });
+  }
+};
+
+struct SumTQ2_0 {
+  using Packed = BlockTQ2_0x8;
+  static constexpr Mins kMins = Mins::None;
+  static int32_t isum(const Packed& b, int r, const BlockQ8_K& y) {
+    return scaled_sums<16>(y, [](int) { return 1; }, [&](int k) { return code2_x8(b.qs, r, k) - 1; });
+  }
+};
+
+// Q6_K: unsigned 6-bit codes; the offset of 32 comes off through the activations' 16-value sums.
+struct SumQ6_K {
+  using Packed = BlockQ6_Kx8;
+  static constexpr Mins kMins = Mins::None;
+  static int32_t isum(const Packed& b, int r, const BlockQ8_K& y) {
+    int32_t off = 0;
+    for (int s = 0; s < 16; ++s) off += b.sc[s][r] * y.bsums[s];
+    return scaled_sums<16>(y, [&](int s) { return b.sc[s][r]; }, [&](int k) {
+      const int G = k / 4, i = k % 4;
+      const uint8_t lo = b.ql[(G % 32) * 32 + r * 4 + i];
+      const int low4 = G < 32 ? (lo & 15) : (lo >> 4);
+      const int high2 = (b.qh[(G % 16) * 32 + r * 4 + i] >> (2 * (G / 16))) & 3;
+      return low4 | high2 << 4;
+    }) - 32 * off;
+  }
+};
+
+struct SumIQ4_XS {
+  using Packed = BlockIQ4_XSx8;
+  static constexpr Mins kMins = Mins::None;
+  static int32_t isum(const Packed& b, int r, const BlockQ8_K& y) {
+    return scaled_sums<32>(y, [&](int s) { return b.sc[s][r]; },
+                           [&](int k) { return kIq4nlValues[nibble_x8(b.qs + k / 32 * 128, r, k % 32)]; });
+  }
+};
 
 // F16, BF16: one chain per output over the columns in order.
 template <float (*Widen)(uint16_t)>
@@ -450,13 +425,13 @@ void fill_scalar_gemm_x8(KernelTable& t) {
   t.gemm_x8[static_cast<int>(GgmlType::Q4_1)] = gemm_32_scalar<BlockQ4_1x8, code_nibble<BlockQ4_1x8>, 0>;
   t.gemm_x8[static_cast<int>(GgmlType::Q5_1)] = gemm_32_scalar<BlockQ5_1x8, code_q5<BlockQ5_1x8>, 0>;
   t.gemm_x8[static_cast<int>(GgmlType::IQ4_NL)] = gemm_32_scalar<BlockIQ4_NLx8, code_iq4_nl, 0>;
-  t.gemm_x8[static_cast<int>(GgmlType::Q2_K)] = gemm_q2_k_scalar;
-  t.gemm_x8[static_cast<int>(GgmlType::Q3_K)] = gemm_q3_k_scalar;
-  t.gemm_x8[static_cast<int>(GgmlType::TQ2_0)] = gemm_tq2_0_scalar;
-  t.gemm_x8[static_cast<int>(GgmlType::Q4_K)] = gemm_q45_k_scalar<BlockQ4_Kx8>;
-  t.gemm_x8[static_cast<int>(GgmlType::Q5_K)] = gemm_q45_k_scalar<BlockQ5_Kx8>;
-  t.gemm_x8[static_cast<int>(GgmlType::Q6_K)] = gemm_q6_k_scalar;
-  t.gemm_x8[static_cast<int>(GgmlType::IQ4_XS)] = gemm_iq4_xs_scalar;
+  t.gemm_x8[static_cast<int>(GgmlType::Q2_K)] = gemm_k_scalar<SumQ2_K>;
+  t.gemm_x8[static_cast<int>(GgmlType::Q3_K)] = gemm_k_scalar<SumQ3_K>;
+  t.gemm_x8[static_cast<int>(GgmlType::TQ2_0)] = gemm_k_scalar<SumTQ2_0>;
+  t.gemm_x8[static_cast<int>(GgmlType::Q4_K)] = gemm_k_scalar<SumQ45_K<BlockQ4_Kx8>>;
+  t.gemm_x8[static_cast<int>(GgmlType::Q5_K)] = gemm_k_scalar<SumQ45_K<BlockQ5_Kx8>>;
+  t.gemm_x8[static_cast<int>(GgmlType::Q6_K)] = gemm_k_scalar<SumQ6_K>;
+  t.gemm_x8[static_cast<int>(GgmlType::IQ4_XS)] = gemm_k_scalar<SumIQ4_XS>;
   t.gemm_x8[static_cast<int>(GgmlType::F16)] = gemm_half_scalar<fp16_to_fp32>;
   t.gemm_x8[static_cast<int>(GgmlType::BF16)] = gemm_half_scalar<bf16_to_fp32>;
   // The same group counts per call as the SIMD tables (the bits do not depend on them).
