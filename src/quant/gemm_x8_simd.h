@@ -333,36 +333,36 @@ void gemm_q45_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
 // integer totals and float steps are those of the file-layout kernel (dotq), so a packed row gives
 // the same bits as the same row in file layout.
 
-// Eight per-row bytes p[0..7] as madd operands (value, value) in 16-bit halves of lane r:
-// broadcast, one shuffle, one shift. kSigned sign-extends (the byte goes to the high half first).
+// Per-row bytes as madd operands in the 16-bit lanes of row r: (p[r], p[r]) from eight bytes
+// (row_bytes_paired), or (p[r], p[8 + r]) from two sub-blocks' sixteen (row_bytes_two). Broadcast,
+// one shuffle, and with kSigned one shift: the byte goes to the high half and is shifted down
+// with its sign.
+template <bool kSigned, int kSecond>
+constexpr std::array<int8_t, 32> row_byte_pick() {
+  std::array<int8_t, 32> pick{};
+  for (int e = 0; e < 16; ++e) {
+    const auto src = static_cast<int8_t>(e / 2 + (e % 2 ? kSecond : 0));
+    pick[2 * e] = kSigned ? int8_t{-1} : src;
+    pick[2 * e + 1] = kSigned ? src : int8_t{-1};
+  }
+  return pick;
+}
+template <bool kSigned, int kSecond>
+inline __m256i widen_row_bytes(__m256i v) {
+  static constexpr std::array<int8_t, 32> kPick = row_byte_pick<kSigned, kSecond>();
+  const __m256i w = _mm256_shuffle_epi8(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kPick.data())));
+  if constexpr (kSigned) return _mm256_srai_epi16(w, 8);
+  else return w;
+}
 template <bool kSigned>
 inline __m256i row_bytes_paired(const void* p) {
   int64_t q;
   std::memcpy(&q, p, 8);
-  const __m256i v = _mm256_set1_epi64x(q);
-  if constexpr (kSigned) {
-    const __m256i pick = _mm256_setr_epi8(-1, 0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3,
-                                          -1, 4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7);
-    return _mm256_srai_epi16(_mm256_shuffle_epi8(v, pick), 8);
-  } else {
-    const __m256i pick = _mm256_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1,
-                                          4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1);
-    return _mm256_shuffle_epi8(v, pick);
-  }
+  return widen_row_bytes<kSigned, 0>(_mm256_set1_epi64x(q));
 }
-// Rows' bytes of two consecutive sub-blocks (p[0..7], p[8..15]) as (first, second) pairs.
 template <bool kSigned>
 inline __m256i row_bytes_two(const void* p) {
-  const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128(static_cast<const __m128i*>(p)));
-  if constexpr (kSigned) {
-    const __m256i pick = _mm256_setr_epi8(-1, 0, -1, 8, -1, 1, -1, 9, -1, 2, -1, 10, -1, 3, -1, 11,
-                                          -1, 4, -1, 12, -1, 5, -1, 13, -1, 6, -1, 14, -1, 7, -1, 15);
-    return _mm256_srai_epi16(_mm256_shuffle_epi8(v, pick), 8);
-  } else {
-    const __m256i pick = _mm256_setr_epi8(0, -1, 8, -1, 1, -1, 9, -1, 2, -1, 10, -1, 3, -1, 11, -1,
-                                          4, -1, 12, -1, 5, -1, 13, -1, 6, -1, 14, -1, 7, -1, 15, -1);
-    return _mm256_shuffle_epi8(v, pick);
-  }
+  return widen_row_bytes<kSigned, 8>(_mm256_broadcastsi128_si256(_mm_loadu_si128(static_cast<const __m128i*>(p))));
 }
 
 // Codes of values 128h + 32j + 4(g%8) + i (g = 8h + g % 8) of a Q2_K / Q3_K x8 block: 0..3, and
