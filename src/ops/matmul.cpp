@@ -38,6 +38,29 @@ void quantize_activations(GgmlType at, const float* x, int n_tok, int cols, bool
   });
 }
 
+// Groups of 8 weight rows, each decoded once (decode(g, buffer) fills the DecodedX8Block layout
+// and returns the group's row count) and then multiplied with every activation row, up to
+// kPackMaxTokens per call. Group g's rows start at row0 + 8g.
+template <typename Decode>
+void matmul_decoded_groups(int64_t groups, int64_t row0, int64_t rows, int cols, GemmX8Fn gemm8, const uint8_t* xq,
+                           size_t xrow, int n_tok, float* y, ThreadPool& pool, Decode decode) {
+  pool.parallel_for(groups, 1, [&](int64_t g0, int64_t g1) {
+    thread_local std::vector<uint8_t> decoded;
+    decoded.resize(static_cast<size_t>(cols / 256) * kDecodedX8BlockBytes);
+    float out[kPackRows * kPackMaxTokens];
+    for (int64_t g = g0; g < g1; ++g) {
+      const int nr = decode(g, decoded.data());
+      const int64_t r0 = row0 + g * kPackRows;
+      for (int t = 0; t < n_tok; t += kPackMaxTokens) {
+        const int nt = std::min(kPackMaxTokens, n_tok - t);
+        gemm8(cols, decoded.data(), xq + t * xrow, xrow, nullptr, 0, nt, out);
+        for (int i = 0; i < nt; ++i)
+          std::copy(out + i * kPackRows, out + i * kPackRows + nr, y + static_cast<size_t>(t + i) * rows + r0);
+      }
+    }
+  });
+}
+
 // Rows [r_begin, rows) one dot product at a time (file layout). a: the activations quantized to
 // activation_type(w.type), or null for float weights.
 void matmul_rows(const Matrix& w, int64_t r_begin, const float* x, const QuantizedActivations* a, int n_tok, float* y,
@@ -57,22 +80,13 @@ void matmul_rows(const Matrix& w, int64_t r_begin, const float* x, const Quantiz
     // group (same bits as dotq).
     const GemmX8Fn gemm8 = k.gemm_decoded8[static_cast<int>(w.type)];
     if (const DecodeRows8Fn decode8 = n_tok > 4 && gemm8 ? k.decode_rows8[static_cast<int>(w.type)] : nullptr) {
-      pool.parallel_for((n + kPackRows - 1) / kPackRows, 1, [&](int64_t g0, int64_t g1) {
-        thread_local std::vector<uint8_t> decoded;
-        decoded.resize(static_cast<size_t>(cols / 256) * kDecodedX8BlockBytes);
-        float out[kPackRows * kPackMaxTokens];
-        for (int64_t g = g0; g < g1; ++g) {
-          const int64_t r0 = r_begin + g * kPackRows;
-          const int nr = static_cast<int>(std::min<int64_t>(kPackRows, rows - r0));
-          decode8(cols, w.row(r0), w.row_stride, nr, decoded.data());
-          for (int t = 0; t < n_tok; t += kPackMaxTokens) {
-            const int nt = std::min(kPackMaxTokens, n_tok - t);
-            gemm8(cols, decoded.data(), xqp + t * qrow, qrow, nullptr, 0, nt, out);
-            for (int i = 0; i < nt; ++i)
-              std::copy(out + i * kPackRows, out + i * kPackRows + nr, y + static_cast<size_t>(t + i) * rows + r0);
-          }
-        }
-      });
+      matmul_decoded_groups((n + kPackRows - 1) / kPackRows, r_begin, rows, cols, gemm8, xqp, qrow, n_tok, y, pool,
+                            [&](int64_t g, uint8_t* out) {
+                              const int64_t r0 = r_begin + g * kPackRows;
+                              const int nr = static_cast<int>(std::min<int64_t>(kPackRows, rows - r0));
+                              decode8(cols, w.row(r0), w.row_stride, nr, out);
+                              return nr;
+                            });
       return;
     }
     // Decode: several weight rows per call where the format has such a kernel (same bits).
@@ -141,18 +155,9 @@ void matmul_packed(const Matrix& w, const float* x, const QuantizedActivations* 
   // each group decoded once per matmul (the same bits as the packed kernel).
   const GemmX8Fn gemm8 = k.gemm_decoded8[static_cast<int>(w.type)];
   if (const DecodePacked8Fn decode8 = n_tok > kPackMaxTokens && gemm8 ? k.decode_packed8[static_cast<int>(w.type)] : nullptr) {
-    pool.parallel_for(groups, 1, [&](int64_t g0, int64_t g1) {
-      thread_local std::vector<uint8_t> decoded;
-      decoded.resize(static_cast<size_t>(cols / 256) * kDecodedX8BlockBytes);
-      float out[kPackRows * kPackMaxTokens];
-      for (int64_t g = g0; g < g1; ++g) {
-        decode8(cols, w.packed + static_cast<size_t>(g) * w.packed_stride, decoded.data());
-        for (int t = 0; t < n_tok; t += kPackMaxTokens) {
-          const int nt = std::min(kPackMaxTokens, n_tok - t);
-          gemm8(cols, decoded.data(), xq + t * xrow, xrow, nullptr, 0, nt, out);
-          for (int i = 0; i < nt; ++i) std::copy(out + i * kPackRows, out + (i + 1) * kPackRows, y + static_cast<size_t>(t + i) * rows + g * kPackRows);
-        }
-      }
+    matmul_decoded_groups(groups, 0, rows, cols, gemm8, xq, xrow, n_tok, y, pool, [&](int64_t g, uint8_t* out) {
+      decode8(cols, w.packed + static_cast<size_t>(g) * w.packed_stride, out);
+      return kPackRows;
     });
     return;
   }
