@@ -98,7 +98,8 @@ void BM_Matvec(benchmark::State& state, GgmlType t) {
   ops::Matrix m{t, rows, cols, w.data(), row_bytes(t, cols)};
   auto packed = pack(m);
   std::vector<float> x(cols, 0.5f), y(static_cast<size_t>(rows));
-  ThreadPool pool(1);
+  // MV_THREADS: worker threads (default 1), to see how a matrix shares the memory bus.
+  ThreadPool pool(std::getenv("MV_THREADS") ? std::max(1, atoi(std::getenv("MV_THREADS"))) : 1);
   for (auto _ : state) {
     ops::matmul(m, x.data(), 1, y.data(), pool);
     benchmark::DoNotOptimize(y.data());
