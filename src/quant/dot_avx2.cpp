@@ -798,7 +798,6 @@ struct ChunkIQ3_S {
 
 // Formats whose codes are signed bytes built per 32-value chunk (IQ1_*, IQ4_XS, TQ1_0, TQ2_0): the
 // chunk is multiplied with dot_i8x32.
-// 8 * g per byte for g in {-1, 0, 1}: a 16-bit shift, with the bits it carries across bytes masked off.
 struct ChunkIQ1_S {
   using Block = BlockIQ1_S;
   static __m256i scales(const Block& b, float& d) {
