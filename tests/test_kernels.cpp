@@ -612,6 +612,87 @@ TEST(Ops, MatmulMatchesReferenceAcrossThreadCounts) {
       EXPECT_NEAR(y1[t * rows + r], dot_row_ref(GgmlType::Q4_K, cols, m.row(r), xa.data() + t * cols), 1e-3);
 }
 
+// Random rows of type t; packed 8 rows at a time when `pack` (the rows after the last full group
+// stay in file layout, as at model load).
+struct TestMatrix {
+  std::vector<uint8_t> file, packed;
+  ops::Matrix m;
+  TestMatrix(GgmlType t, int rows, int cols, bool pack, uint32_t seed) {
+    const size_t rb = row_bytes(t, cols);
+    for (int r = 0; r < rows; ++r) {
+      auto row = random_row(t, cols, seed + r, r % 2 == 1);
+      file.insert(file.end(), row.begin(), row.end());
+    }
+    m = {t, rows, cols, file.data(), rb};
+    if (!pack) return;
+    const size_t gb = packed_group_bytes(t, cols);
+    packed.resize(gb * (rows / 8));
+    for (int g = 0; g < rows / 8; ++g) pack_rows8(t, file.data() + rb * 8 * g, rb, cols, packed.data() + gb * g);
+    m.packed = packed.data();
+    m.packed_stride = gb;
+  }
+  TestMatrix(const TestMatrix&) = delete;
+};
+
+// Q, K and V style: one call for several weights (packed with a file-layout tail, file layout
+// only; Q8_0, Q8_K and f32 activations) gives each output the bits of its own matmul.
+TEST(Ops, SharedInputProductsGiveEachMatmulsBits) {
+  const int cols = 512;
+  const TestMatrix a(GgmlType::Q4_0, 45, cols, true, 1), b(GgmlType::Q4_K, 16, cols, true, 2),
+      c(GgmlType::IQ2_XS, 21, cols, false, 3), d(GgmlType::F16, 24, cols, true, 4), e(GgmlType::Q6_K, 8, cols, true, 5);
+  const TestMatrix* ms[] = {&a, &b, &c, &d, &e};
+  ThreadPool p1(1), p2(2);
+  for (int ntok : {1, 3, 9})
+    for (ThreadPool* pool : {&p1, &p2}) {
+      const auto x = randn(static_cast<size_t>(ntok) * cols, 10 + ntok);
+      std::vector<std::vector<float>> want, got;
+      for (const TestMatrix* m : ms) {
+        want.emplace_back(m->m.rows * ntok);
+        got.emplace_back(m->m.rows * ntok, std::nanf(""));
+        ops::matmul(m->m, x.data(), ntok, want.back().data(), *pool);
+      }
+      std::vector<ops::Product> ps;
+      for (size_t i = 0; i < std::size(ms); ++i) ps.push_back({&ms[i]->m, got[i].data()});
+      ops::matmul_shared(ps, x.data(), ntok, *pool);
+      for (size_t i = 0; i < std::size(ms); ++i)
+        EXPECT_EQ(0, std::memcmp(want[i].data(), got[i].data(), want[i].size() * 4))
+            << type_name(ms[i]->m.type) << " ntok " << ntok << " threads " << pool->size();
+    }
+}
+
+// The gated FFN's fused call gives the bits of two matmuls followed by the activation over all of
+// it, whether gate and up split their rows alike (the activation runs per share) or not.
+TEST(Ops, GatedProductIsTwoMatmulsThenTheActivation) {
+  const int cols = 512;
+  struct Pair {
+    GgmlType g, u;
+    int rows;
+    bool pack_g, pack_u;
+  };
+  const Pair pairs[] = {{GgmlType::Q4_0, GgmlType::Q4_0, 45, true, true},     // packed, file-layout tail
+                        {GgmlType::Q4_K, GgmlType::Q6_K, 40, true, true},     // two packed formats
+                        {GgmlType::IQ2_XS, GgmlType::IQ2_XS, 37, false, false},  // file layout
+                        {GgmlType::Q4_K, GgmlType::Q4_K, 45, true, false},    // split differently
+                        {GgmlType::F16, GgmlType::F16, 24, true, true}};
+  ThreadPool p1(1), p2(2);
+  for (const Pair& pr : pairs) {
+    const TestMatrix g(pr.g, pr.rows, cols, pr.pack_g, 20), u(pr.u, pr.rows, cols, pr.pack_u, 60);
+    for (const ops::GatedFn act : {ops::GatedFn(ops::silu_mul), ops::GatedFn(ops::gelu_tanh_mul)})
+      for (int ntok : {1, 5, 9})
+        for (ThreadPool* pool : {&p1, &p2}) {
+          const auto x = randn(static_cast<size_t>(ntok) * cols, 30 + ntok);
+          const size_t n = static_cast<size_t>(ntok) * pr.rows;
+          std::vector<float> wg(n), wu(n), gg(n, std::nanf("")), gu(n);
+          ops::matmul(g.m, x.data(), ntok, wg.data(), *pool);
+          ops::matmul(u.m, x.data(), ntok, wu.data(), *pool);
+          act(wg.data(), wu.data(), wg.data(), static_cast<int>(n));
+          ops::matmul_gated(g.m, u.m, x.data(), ntok, act, gg.data(), gu.data(), *pool);
+          EXPECT_EQ(0, std::memcmp(wg.data(), gg.data(), n * 4))
+              << type_name(pr.g) << "/" << type_name(pr.u) << " ntok " << ntok << " threads " << pool->size();
+        }
+  }
+}
+
 // Against the same functions in double precision. (The scalar gelu reference, 0.5x(1 + tanh a),
 // loses relative accuracy where tanh a is near -1; the vector form x / (1 + exp(-2a)) does not.)
 TEST(Ops, VectorActivationsMatchDoublePrecision) {

@@ -122,7 +122,8 @@ void attend(const KvStore& store, SeqId s, int layer, int pos0, int n_tok, const
     }
   });
   // Merge each (token, kv head)'s chunks in order, normalise, rotate back.
-  pool.parallel_for(static_cast<int64_t>(n_tok) * nkv, 1, [&](int64_t b, int64_t e) {
+  // A few heads (decode) are merged in place: less work than handing them to the workers.
+  pool.parallel_for(static_cast<int64_t>(n_tok) * nkv, 8, [&](int64_t b, int64_t e) {
     for (int64_t th = b; th < e; ++th) {
       int t = static_cast<int>(th / nkv), h = static_cast<int>(th % nkv);
       PartialView tot = view(parts + static_cast<size_t>(first_task[th]) * pf, group, dv);

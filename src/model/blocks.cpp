@@ -19,9 +19,10 @@ void add_bias(float* y, const std::vector<float>& bias, int n, int dim) {
 void attention(const Model& m, const Layer& L, int il, Runtime& rt, Batch& b, const AttnOptions& o) {
   const HParams& hp = m.hp;
   const int n = b.n, QD = hp.n_head * hp.head_dim_k, KD = hp.n_head_kv * hp.head_dim_k, VD = hp.n_head_kv * hp.head_dim_v;
-  ops::matmul(L.wq, b.xn.data(), n, b.q.data(), rt.pool);   // [n][n_head][hd_k]
-  ops::matmul(L.wk, b.xn.data(), n, b.k.data(), rt.pool);   // [n][n_kv][hd_k]
-  ops::matmul(L.wv, b.xn.data(), n, b.v.data(), rt.pool);   // [n][n_kv][hd_v]
+  const ops::Product qkv[] = {{&L.wq, b.q.data()},   // [n][n_head][hd_k]
+                              {&L.wk, b.k.data()},   // [n][n_kv][hd_k]
+                              {&L.wv, b.v.data()}};  // [n][n_kv][hd_v]
+  ops::matmul_shared(qkv, b.xn.data(), n, rt.pool);
   add_bias(b.q.data(), L.bq, n, QD);
   add_bias(b.k.data(), L.bk, n, KD);
   add_bias(b.v.data(), L.bv, n, VD);
@@ -45,21 +46,11 @@ void attention(const Model& m, const Layer& L, int il, Runtime& rt, Batch& b, co
   ops::matmul(L.wo, b.att.data(), n, b.out.data(), rt.pool);
 }
 
-void gated_ffn(const Model& m, const Layer& L, Runtime& rt, Batch& b, Activation act) {
-  const HParams& hp = m.hp;
+void gated_ffn(const Layer& L, Runtime& rt, Batch& b, Activation act) {
   const int n = b.n;
-  ops::matmul(L.ffn_gate, b.xn.data(), n, b.gate.data(), rt.pool);  // [n][n_ff]
-  ops::matmul(L.ffn_up, b.xn.data(), n, b.up.data(), rt.pool);      // [n][n_ff]
-  // Element-wise, so splitting it across threads cannot change a bit of the result.
-  const int64_t total = static_cast<int64_t>(n) * hp.n_ff;
-  rt.pool.parallel_for(total, 4096, [&](int64_t i0, int64_t i1) {
-    float* g = b.gate.data() + i0;
-    const float* u = b.up.data() + i0;
-    if (act == Activation::SiLU)
-      ops::silu_mul(g, u, g, static_cast<int>(i1 - i0));
-    else
-      ops::gelu_tanh_mul(g, u, g, static_cast<int>(i1 - i0));
-  });
+  // [n][n_ff]: act(gate) * up
+  ops::matmul_gated(L.ffn_gate, L.ffn_up, b.xn.data(), n, act == Activation::SiLU ? ops::silu_mul : ops::gelu_tanh_mul,
+                    b.gate.data(), b.up.data(), rt.pool);
   ops::matmul(L.ffn_down, b.gate.data(), n, b.out.data(), rt.pool);  // [n][n_embd]
 }
 
@@ -74,7 +65,7 @@ void prenorm_decoder(const Model& m, Runtime& rt, Batch& b) {
     attention(m, L, il, rt, b, o);
     ops::add(b.x.data(), b.out.data(), n * E);
     norm_rows(b.x.data(), L.ffn_norm, n, E, hp.rms_eps, b.xn.data());
-    gated_ffn(m, L, rt, b, Activation::SiLU);
+    gated_ffn(L, rt, b, Activation::SiLU);
     ops::add(b.x.data(), b.out.data(), n * E);
   }
 }

@@ -19,7 +19,7 @@ void attention(const Model& m, const Layer& L, int il, Runtime& rt, Batch& b, co
 
 enum class Activation { SiLU, GeluTanh };
 // b.xn -> b.out: down(act(gate(x)) * up(x)).
-void gated_ffn(const Model& m, const Layer& L, Runtime& rt, Batch& b, Activation act);
+void gated_ffn(const Layer& L, Runtime& rt, Batch& b, Activation act);
 
 // Pre-norm decoder: x += attn(norm(x)); x += ffn(norm(x)). llama, qwen2, qwen3.
 void prenorm_decoder(const Model& m, Runtime& rt, Batch& b);

@@ -43,7 +43,7 @@ static void forward_gemma3(const Model& m, Runtime& rt, Batch& b) {
     norm_rows(b.out.data(), L.post_attn_norm, n, E, hp.rms_eps, b.out.data());
     ops::add(b.x.data(), b.out.data(), n * E);
     norm_rows(b.x.data(), L.ffn_norm, n, E, hp.rms_eps, b.xn.data());
-    gated_ffn(m, L, rt, b, Activation::GeluTanh);
+    gated_ffn(L, rt, b, Activation::GeluTanh);
     norm_rows(b.out.data(), L.post_ffn_norm, n, E, hp.rms_eps, b.out.data());
     ops::add(b.x.data(), b.out.data(), n * E);
   }

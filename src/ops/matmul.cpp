@@ -1,32 +1,45 @@
 // Matrix products on weights, packed 8 rows at a time where the model was repacked at load, else
 // in their file format. Each output element is computed by one thread with arithmetic that does
-// not depend on the thread count or on how many activation rows the call has.
+// not depend on the thread count, on how many activation rows the call has, or on which other
+// products share the call.
 #include "common.h"
 #include "ops/ops.h"
 #include "quant/kernels.h"
 #include "quant/quant.h"
 
 #include <algorithm>
+#include <functional>
 #include <vector>
 
 namespace strata::ops {
 
 namespace {
 
-// Activation rows quantized once per matmul to the format the weight kernels take ([n_tok][row
-// bytes]), with per-block code sums and float scales for the packed kernels on Q8_0 activations.
+// Activation rows quantized once per call to the format the weight kernels take ([n_tok][row
+// bytes]), with per-block code sums and float scales for the packed kernels on Q8_0 activations,
+// and, for weights without an integer kernel, the quantized values as floats.
 struct QuantizedActivations {
   std::vector<uint8_t> q;
   std::vector<Q8BlockInfo> sums;
+  std::vector<float> values;
   size_t row = 0, sums_row = 0;
 };
 
-void quantize_activations(GgmlType at, const float* x, int n_tok, int cols, bool want_sums, QuantizedActivations& a,
-                          ThreadPool& pool) {
+// X as the kernels of one activation format take it.
+struct Input {
+  GgmlType at = GgmlType::F32;
+  const float* x = nullptr;  // the float rows (what float weights multiply)
+  int n_tok = 0, cols = 0;
+  const QuantizedActivations* a = nullptr;  // null when at is F32
+};
+
+void quantize_activations(GgmlType at, const float* x, int n_tok, int cols, bool want_sums, bool want_values,
+                          QuantizedActivations& a, ThreadPool& pool) {
   a.row = row_bytes(at, cols);
   a.q.resize(a.row * n_tok);
   a.sums_row = want_sums ? static_cast<size_t>(cols / 32) : 0;
   a.sums.resize(a.sums_row * n_tok);
+  a.values.resize(want_values ? static_cast<size_t>(cols) * n_tok : 0);
   const QuantizeFn quantize = kernels().quantize_act[static_cast<int>(at)];
   if (!quantize) throw Error("matmul: no quantizer for activations in " + type_name(at));
   pool.parallel_for(n_tok, 8, [&](int64_t t0, int64_t t1) {
@@ -34,70 +47,87 @@ void quantize_activations(GgmlType at, const float* x, int n_tok, int cols, bool
       uint8_t* q = a.q.data() + t * a.row;
       quantize(x + static_cast<size_t>(t) * cols, q, cols);
       if (want_sums) q8_0_block_info(q, cols, a.sums.data() + t * a.sums_row);
+      if (want_values) dequantize_row_ref(at, q, a.values.data() + static_cast<size_t>(t) * cols, cols);
     }
   });
+}
+
+// Whether rows in file layout have an integer kernel for these activations (else they are
+// multiplied in float with the quantized values).
+bool has_integer_kernel(GgmlType t) { return kernels().dotq[static_cast<int>(t)] != nullptr; }
+
+// A share of one product that threads take in units: units [0, units) cover output rows
+// [row0, row_end) unit_rows at a time, and run(u0, u1) computes units [u0, u1) for every token.
+// Any split of the units gives the same bits.
+struct Work {
+  int64_t units = 0, row0 = 0, row_end = 0, unit_rows = 1;
+  std::function<void(int64_t, int64_t)> run;
+};
+
+// Rows [r_begin, rows) `step` at a time; fn(i0, i1) computes rows r_begin + [i0, i1).
+template <typename Fn>
+Work row_work(int64_t r_begin, int64_t rows, int64_t step, Fn fn) {
+  const int64_t n = rows - r_begin;
+  return {(n + step - 1) / step, r_begin, rows, step,
+          [=](int64_t u0, int64_t u1) { fn(u0 * step, std::min(n, u1 * step)); }};
 }
 
 // Groups of 8 weight rows, each decoded once (decode(g, buffer) fills the DecodedX8Block layout
 // and returns the group's row count) and then multiplied with every activation row, up to
 // kPackMaxTokens per call. Group g's rows start at row0 + 8g.
 template <typename Decode>
-void matmul_decoded_groups(int64_t groups, int64_t row0, int64_t rows, int cols, GemmX8Fn gemm8, const uint8_t* xq,
-                           size_t xrow, int n_tok, float* y, ThreadPool& pool, Decode decode) {
-  pool.parallel_for(groups, 1, [&](int64_t g0, int64_t g1) {
-    thread_local std::vector<uint8_t> decoded;
-    decoded.resize(static_cast<size_t>(cols / 256) * kDecodedX8BlockBytes);
-    float out[kPackRows * kPackMaxTokens];
-    for (int64_t g = g0; g < g1; ++g) {
-      const int nr = decode(g, decoded.data());
-      const int64_t r0 = row0 + g * kPackRows;
-      for (int t = 0; t < n_tok; t += kPackMaxTokens) {
-        const int nt = std::min(kPackMaxTokens, n_tok - t);
-        gemm8(cols, decoded.data(), xq + t * xrow, xrow, nullptr, 0, nt, out);
-        for (int i = 0; i < nt; ++i)
-          std::copy(out + i * kPackRows, out + i * kPackRows + nr, y + static_cast<size_t>(t + i) * rows + r0);
-      }
-    }
-  });
+Work decoded_groups_work(int64_t groups, int64_t row0, int64_t rows, int cols, GemmX8Fn gemm8, const uint8_t* xq,
+                         size_t xrow, int n_tok, float* y, Decode decode) {
+  return {groups, row0, rows, kPackRows, [=](int64_t g0, int64_t g1) {
+            thread_local std::vector<uint8_t> decoded;
+            decoded.resize(static_cast<size_t>(cols / 256) * kDecodedX8BlockBytes);
+            float out[kPackRows * kPackMaxTokens];
+            for (int64_t g = g0; g < g1; ++g) {
+              const int nr = decode(g, decoded.data());
+              const int64_t r0 = row0 + g * kPackRows;
+              for (int t = 0; t < n_tok; t += kPackMaxTokens) {
+                const int nt = std::min(kPackMaxTokens, n_tok - t);
+                gemm8(cols, decoded.data(), xq + t * xrow, xrow, nullptr, 0, nt, out);
+                for (int i = 0; i < nt; ++i)
+                  std::copy(out + i * kPackRows, out + i * kPackRows + nr, y + static_cast<size_t>(t + i) * rows + r0);
+              }
+            }
+          }};
 }
 
-// Rows [r_begin, rows) one dot product at a time (file layout). a: the activations quantized to
-// activation_type(w.type), or null for float weights.
-void matmul_rows(const Matrix& w, int64_t r_begin, const float* x, const QuantizedActivations* a, int n_tok, float* y,
-                 ThreadPool& pool) {
+// Rows [r_begin, rows) in file layout, one dot product at a time or several where the format has
+// such a kernel.
+Work rows_work(const Matrix& w, int64_t r_begin, const Input& in, float* y) {
   const KernelTable& k = kernels();
-  const DotFn dot = k.dot_for(w.type);
-  const int cols = static_cast<int>(w.cols);
-  const int64_t rows = w.rows, n = rows - r_begin;
-  if (n <= 0) return;
-  const GgmlType at = activation_type(w.type);
+  const int cols = static_cast<int>(w.cols), n_tok = in.n_tok;
+  const int64_t rows = w.rows;
+  const int ti = static_cast<int>(w.type);
+  const QuantizedActivations* a = in.a;
+  const float* x = in.x;
   if (a) {
-    thread_local std::vector<float> xd;
     const size_t qrow = a->row;
     const uint8_t* xqp = a->q.data();
     // Lookup-bound formats with more than one group of activation rows: 8 weight rows are
     // decoded at once, laid out so that each activation word feeds all 8, and reused by every
     // group (same bits as dotq).
-    const GemmX8Fn gemm8 = k.gemm_decoded8[static_cast<int>(w.type)];
-    if (const DecodeRows8Fn decode8 = n_tok > 4 && gemm8 ? k.decode_rows8[static_cast<int>(w.type)] : nullptr) {
-      matmul_decoded_groups((n + kPackRows - 1) / kPackRows, r_begin, rows, cols, gemm8, xqp, qrow, n_tok, y, pool,
-                            [&](int64_t g, uint8_t* out) {
-                              const int64_t r0 = r_begin + g * kPackRows;
-                              const int nr = static_cast<int>(std::min<int64_t>(kPackRows, rows - r0));
-                              decode8(cols, w.row(r0), w.row_stride, nr, out);
-                              return nr;
-                            });
-      return;
+    const GemmX8Fn gemm8 = k.gemm_decoded8[ti];
+    if (const DecodeRows8Fn decode8 = n_tok > 4 && gemm8 ? k.decode_rows8[ti] : nullptr) {
+      const int64_t n = rows - r_begin;
+      return decoded_groups_work((n + kPackRows - 1) / kPackRows, r_begin, rows, cols, gemm8, xqp, qrow, n_tok, y,
+                                 [=, &w](int64_t g, uint8_t* out) {
+                                   const int64_t r0 = r_begin + g * kPackRows;
+                                   const int nr = static_cast<int>(std::min<int64_t>(kPackRows, rows - r0));
+                                   decode8(cols, w.row(r0), w.row_stride, nr, out);
+                                   return nr;
+                                 });
     }
     // Decode: several weight rows per call where the format has such a kernel (same bits).
-    if (const QDotRowsFn drows = n_tok == 1 ? k.dotq_rows[static_cast<int>(w.type)] : nullptr) {
-      pool.parallel_for(n, 16, [&](int64_t i0, int64_t i1) {
+    if (const QDotRowsFn drows = n_tok == 1 ? k.dotq_rows[ti] : nullptr)
+      return row_work(r_begin, rows, 16, [=, &w](int64_t i0, int64_t i1) {
         drows(cols, w.row(r_begin + i0), w.row_stride, static_cast<int>(i1 - i0), xqp, y + r_begin + i0);
       });
-      return;
-    }
-    if (const QDotMultiFn dm = n_tok > 1 ? k.dotq_multi[static_cast<int>(w.type)] : nullptr) {
-      pool.parallel_for(n, 16, [&](int64_t i0, int64_t i1) {
+    if (const QDotMultiFn dm = n_tok > 1 ? k.dotq_multi[ti] : nullptr)
+      return row_work(r_begin, rows, 16, [=, &w](int64_t i0, int64_t i1) {
         float out[4];
         for (int64_t r = r_begin + i0; r < r_begin + i1; ++r) {
           const void* wr = w.row(r);
@@ -108,24 +138,19 @@ void matmul_rows(const Matrix& w, int64_t r_begin, const float* x, const Quantiz
           }
         }
       });
-      return;
-    }
-    if (const QDotFn dq = k.dotq[static_cast<int>(w.type)]) {
-      pool.parallel_for(n, 16, [&](int64_t i0, int64_t i1) {
+    if (const QDotFn dq = k.dotq[ti])
+      return row_work(r_begin, rows, 16, [=, &w](int64_t i0, int64_t i1) {
         for (int64_t r = r_begin + i0; r < r_begin + i1; ++r) {
           const uint8_t* wr = w.row(r);
           for (int t = 0; t < n_tok; ++t) y[static_cast<size_t>(t) * rows + r] = dq(cols, wr, xqp + t * qrow);
         }
       });
-      return;
-    }
     // No integer kernel: the same quantized activation values, multiplied in float.
-    xd.resize(static_cast<size_t>(cols) * n_tok);
-    for (int t = 0; t < n_tok; ++t) dequantize_row_ref(at, xqp + t * qrow, xd.data() + static_cast<size_t>(t) * cols, cols);
-    x = xd.data();
+    x = a->values.data();
   }
   // Rows outer, tokens inner: a weight row is read from memory once per batch.
-  pool.parallel_for(n, 16, [&](int64_t i0, int64_t i1) {
+  const DotFn dot = k.dot_for(w.type);
+  return row_work(r_begin, rows, 16, [=, &w](int64_t i0, int64_t i1) {
     for (int64_t r = r_begin + i0; r < r_begin + i1; ++r) {
       const uint8_t* wr = w.row(r);
       for (int t = 0; t < n_tok; ++t) y[static_cast<size_t>(t) * rows + r] = dot(cols, wr, x + static_cast<size_t>(t) * cols);
@@ -135,52 +160,131 @@ void matmul_rows(const Matrix& w, int64_t r_begin, const float* x, const Quantiz
 
 // The packed groups of 8 rows: every activation row passes through a group while its weights
 // are in cache; up to kPackMaxTokens activation rows share each unpacked weight block.
-void matmul_packed(const Matrix& w, const float* x, const QuantizedActivations* a, int n_tok, float* y,
-                   ThreadPool& pool) {
+Work packed_work(const Matrix& w, const Input& in, float* y) {
   const KernelTable& k = kernels();
-  const GemmX8Fn gemm = k.gemm_x8[static_cast<int>(w.type)];
+  const int ti = static_cast<int>(w.type);
+  const GemmX8Fn gemm = k.gemm_x8[ti];
   if (!gemm) throw Error("matmul: no packed kernel for " + type_name(w.type));
-  const int cols = static_cast<int>(w.cols);
+  const int cols = static_cast<int>(w.cols), n_tok = in.n_tok;
   const int64_t rows = w.rows, groups = rows / kPackRows;
-  const uint8_t* xq = a ? a->q.data() : reinterpret_cast<const uint8_t*>(x);
+  const QuantizedActivations* a = in.a;
+  const uint8_t* xq = a ? a->q.data() : reinterpret_cast<const uint8_t*>(in.x);
   const size_t xrow = a ? a->row : static_cast<size_t>(cols) * sizeof(float);
   const Q8BlockInfo* sums = a ? a->sums.data() : nullptr;
   const size_t srow = a ? a->sums_row : 0;
-  // Formats with a several-groups kernel take up to groups_per_call groups per call, sharing each
-  // activation broadcast; the others one group at a time.
-  const GemmGroupsFn multi = k.gemm_groups[static_cast<int>(w.type)];
-  const int per_call = multi ? k.groups_per_call[static_cast<int>(w.type)] : 1;
-  const int64_t sets = (groups + per_call - 1) / per_call;
   // Formats whose packed kernel is slower than the decoded one with several activation groups:
   // each group decoded once per matmul (the same bits as the packed kernel).
-  const GemmX8Fn gemm8 = k.gemm_decoded8[static_cast<int>(w.type)];
-  if (const DecodePacked8Fn decode8 = n_tok > kPackMaxTokens && gemm8 ? k.decode_packed8[static_cast<int>(w.type)] : nullptr) {
-    matmul_decoded_groups(groups, 0, rows, cols, gemm8, xq, xrow, n_tok, y, pool, [&](int64_t g, uint8_t* out) {
+  const GemmX8Fn gemm8 = k.gemm_decoded8[ti];
+  if (const DecodePacked8Fn decode8 = n_tok > kPackMaxTokens && gemm8 ? k.decode_packed8[ti] : nullptr)
+    return decoded_groups_work(groups, 0, rows, cols, gemm8, xq, xrow, n_tok, y, [=, &w](int64_t g, uint8_t* out) {
       decode8(cols, w.packed + static_cast<size_t>(g) * w.packed_stride, out);
       return kPackRows;
     });
-    return;
+  // Formats with a several-groups kernel take up to groups_per_call groups per call, sharing each
+  // activation broadcast; the others one group at a time.
+  const GemmGroupsFn multi = k.gemm_groups[ti];
+  const int per_call = multi ? k.groups_per_call[ti] : 1;
+  return {(groups + per_call - 1) / per_call, 0, groups * kPackRows, per_call * kPackRows,
+          [=, &w](int64_t s0, int64_t s1) {
+            float out[kPackRows * kPackMaxTokens];
+            for (int64_t s = s0; s < s1; ++s) {
+              const int64_t g = s * per_call;
+              const int ng = static_cast<int>(std::min<int64_t>(per_call, groups - g));
+              const uint8_t* wg = w.packed + static_cast<size_t>(g) * w.packed_stride;
+              for (int t = 0; t < n_tok; t += kPackMaxTokens) {
+                const int nt = std::min(kPackMaxTokens, n_tok - t);
+                float* yt = y + static_cast<size_t>(t) * rows + g * kPackRows;
+                // The several-groups kernels write Y in place; gemm's [nt][8] block is Y's layout for one token.
+                if (multi) {
+                  multi(cols, wg, w.packed_stride, ng, xq + t * xrow, xrow, sums + t * srow, srow, nt, yt, rows);
+                } else if (nt == 1) {
+                  gemm(cols, wg, xq + t * xrow, xrow, sums + t * srow, srow, 1, yt);
+                } else {
+                  gemm(cols, wg, xq + t * xrow, xrow, sums + t * srow, srow, nt, out);
+                  for (int i = 0; i < nt; ++i) std::copy(out + i * kPackRows, out + (i + 1) * kPackRows, yt + i * rows);
+                }
+              }
+            }
+          }};
+}
+
+// Appends the work of y = W x: the packed groups, then the rows left in file layout.
+void plan(const Matrix& w, const Input& in, float* y, std::vector<Work>& works) {
+  int64_t r_begin = 0;
+  if (w.packed) {
+    works.push_back(packed_work(w, in, y));
+    r_begin = w.rows / kPackRows * kPackRows;
   }
-  pool.parallel_for(sets, 1, [&](int64_t s0, int64_t s1) {
-    float out[kPackRows * kMaxGroupsPerCall * kPackMaxTokens];
-    for (int64_t s = s0; s < s1; ++s) {
-      const int64_t g = s * per_call;
-      const int ng = static_cast<int>(std::min<int64_t>(per_call, groups - g));
-      const size_t width = static_cast<size_t>(ng) * kPackRows;
-      const uint8_t* wg = w.packed + static_cast<size_t>(g) * w.packed_stride;
-      for (int t = 0; t < n_tok; t += kPackMaxTokens) {
-        const int nt = std::min(kPackMaxTokens, n_tok - t);
-        if (multi) multi(cols, wg, w.packed_stride, ng, xq + t * xrow, xrow, sums + t * srow, srow, nt, out, width);
-        else gemm(cols, wg, xq + t * xrow, xrow, sums + t * srow, srow, nt, out);  // width == kPackRows
-        for (int i = 0; i < nt; ++i)
-          std::copy(out + i * width, out + (i + 1) * width, y + static_cast<size_t>(t + i) * rows + g * kPackRows);
+  if (r_begin < w.rows) works.push_back(rows_work(w, r_begin, in, y));
+}
+
+// Runs every work in one parallel loop over their concatenated units.
+void run(const std::vector<Work>& works, ThreadPool& pool) {
+  int64_t total = 0;
+  for (const Work& wk : works) total += wk.units;
+  pool.parallel_for(total, 1, [&](int64_t b, int64_t e) {
+    int64_t base = 0;
+    for (const Work& wk : works) {
+      if (b >= e) break;
+      if (b < base + wk.units) {
+        const int64_t end = std::min(e, base + wk.units);
+        wk.run(b - base, end - base);
+        b = end;
       }
+      base += wk.units;
     }
   });
 }
 
+// The inputs of one call's products: X quantized once per activation format they take.
+class Inputs {
+ public:
+  Inputs(std::span<const Product> ps, const float* x, int n_tok, ThreadPool& pool) {
+    for (const Product& p : ps) {
+      const GgmlType at = activation_type(p.w->type);
+      Slot& s = slot(at);
+      s.want_sums |= p.w->packed && at == GgmlType::Q8_0;
+      s.want_values |= at != GgmlType::F32 && !has_integer_kernel(p.w->type) &&
+                       (!p.w->packed || p.w->rows % kPackRows != 0);
+      s.used = true;
+    }
+    for (size_t i = 0; i < kSlots; ++i) {
+      Slot& s = slots_[i];
+      if (!s.used) continue;
+      const int cols = static_cast<int>(ps[0].w->cols);
+      s.in = {s.at, x, n_tok, cols, nullptr};
+      if (s.at != GgmlType::F32) {
+        thread_local QuantizedActivations qa[kSlots];
+        quantize_activations(s.at, x, n_tok, cols, s.want_sums, s.want_values, qa[i], pool);
+        s.in.a = &qa[i];
+      }
+    }
+  }
+  const Input& get(GgmlType weight) { return slot(activation_type(weight)).in; }
+
+ private:
+  static constexpr size_t kSlots = 3;  // F32, Q8_0, Q8_K
+  struct Slot {
+    GgmlType at = GgmlType::F32;
+    bool used = false, want_sums = false, want_values = false;
+    Input in;
+  };
+  Slot& slot(GgmlType at) {
+    const size_t i = at == GgmlType::F32 ? 0 : at == GgmlType::Q8_0 ? 1 : 2;
+    if (i == 2 && at != GgmlType::Q8_K) throw Error("matmul: unexpected activation format " + type_name(at));
+    slots_[i].at = at;
+    return slots_[i];
+  }
+  Slot slots_[kSlots];
+};
+
 MatmulObserver g_observer = nullptr;
 void* g_observer_ctx = nullptr;
+
+void check_shapes(std::span<const Product> ps) {
+  for (const Product& p : ps)
+    if (p.w->cols != ps[0].w->cols) throw Error("matmul: products of one input need one column count");
+}
 
 }  // namespace
 
@@ -189,22 +293,67 @@ void set_matmul_observer(MatmulObserver f, void* ctx) {
   g_observer_ctx = ctx;
 }
 
+void matmul_shared(std::span<const Product> ps, const float* x, int n_tok, ThreadPool& pool) {
+  if (ps.empty() || n_tok <= 0) return;
+  check_shapes(ps);
+  if (g_observer)
+    for (const Product& p : ps) g_observer(*p.w, x, n_tok, g_observer_ctx);
+  Inputs in(ps, x, n_tok, pool);
+  thread_local std::vector<Work> works;
+  works.clear();
+  for (const Product& p : ps) plan(*p.w, in.get(p.w->type), p.y, works);
+  run(works, pool);
+}
+
 void matmul(const Matrix& w, const float* x, int n_tok, float* y, ThreadPool& pool) {
-  if (g_observer) g_observer(w, x, n_tok, g_observer_ctx);
-  // Activations are quantized once, for the packed groups and the remaining rows alike.
-  const GgmlType at = activation_type(w.type);
-  thread_local QuantizedActivations qa;
-  const QuantizedActivations* a = nullptr;
-  if (at != GgmlType::F32) {
-    quantize_activations(at, x, n_tok, static_cast<int>(w.cols), w.packed && at == GgmlType::Q8_0, qa, pool);
-    a = &qa;
+  const Product p{&w, y};
+  matmul_shared({&p, 1}, x, n_tok, pool);
+}
+
+void matmul_gated(const Matrix& gate, const Matrix& up, const float* x, int n_tok, GatedFn act, float* gate_y,
+                  float* up_y, ThreadPool& pool) {
+  if (n_tok <= 0) return;
+  if (gate.rows != up.rows) throw Error("matmul_gated: gate and up have different row counts");
+  const Product ps[2] = {{&gate, gate_y}, {&up, up_y}};
+  check_shapes(ps);
+  if (g_observer)
+    for (const Product& p : ps) g_observer(*p.w, x, n_tok, g_observer_ctx);
+  Inputs in(ps, x, n_tok, pool);
+  thread_local std::vector<Work> g, u;
+  g.clear();
+  u.clear();
+  plan(gate, in.get(gate.type), gate_y, g);
+  plan(up, in.get(up.type), up_y, u);
+  const int64_t rows = gate.rows;
+  // Where both weights split their rows alike, a unit computes its gate and up rows and applies
+  // the activation to them while they are in cache; otherwise the activation is a pass of its own.
+  bool paired = g.size() == u.size();
+  for (size_t i = 0; paired && i < g.size(); ++i)
+    paired = g[i].units == u[i].units && g[i].row0 == u[i].row0 && g[i].row_end == u[i].row_end &&
+             g[i].unit_rows == u[i].unit_rows;
+  if (paired) {
+    for (size_t i = 0; i < g.size(); ++i) {
+      Work& wk = g[i];
+      wk.run = [gr = std::move(wk.run), ur = std::move(u[i].run), row0 = wk.row0, row_end = wk.row_end,
+                step = wk.unit_rows, n_tok, rows, act, gate_y, up_y](int64_t u0, int64_t u1) {
+        gr(u0, u1);
+        ur(u0, u1);
+        const int64_t r0 = row0 + u0 * step, r1 = std::min(row_end, row0 + u1 * step);
+        for (int t = 0; t < n_tok; ++t) {
+          const size_t o = static_cast<size_t>(t) * rows + r0;
+          act(gate_y + o, up_y + o, gate_y + o, static_cast<int>(r1 - r0));
+        }
+      };
+    }
+    run(g, pool);
+    return;
   }
-  int64_t r_begin = 0;
-  if (w.packed) {
-    matmul_packed(w, x, a, n_tok, y, pool);
-    r_begin = w.rows / kPackRows * kPackRows;
-  }
-  matmul_rows(w, r_begin, x, a, n_tok, y, pool);
+  g.insert(g.end(), std::make_move_iterator(u.begin()), std::make_move_iterator(u.end()));
+  run(g, pool);
+  // Element-wise, so splitting it across threads cannot change a bit of the result.
+  pool.parallel_for(static_cast<int64_t>(n_tok) * rows, 4096, [&](int64_t i0, int64_t i1) {
+    act(gate_y + i0, up_y + i0, gate_y + i0, static_cast<int>(i1 - i0));
+  });
 }
 
 void get_row(const Matrix& w, int64_t r, float* out) {

@@ -3,6 +3,7 @@
 #include "quant/kernels.h"
 
 #include <cmath>
+#include <vector>
 
 namespace strata::ops {
 
@@ -17,12 +18,41 @@ void rms_norm(const float* x, const float* w, int n, float eps, float* y) {
   }
 }
 
+namespace {
+// cos and sin of theta_i = pos * base^(-2i/n_rot), computed in double so the angle is exact to
+// float. They depend only on (pos, base, n_rot), so Q and K of every layer at one position share
+// them: the last two sets are kept (Gemma's sliding and global layers use two bases).
+struct RopeAngles {
+  int pos = -1, n_rot = 0;
+  float base = 0;
+  std::vector<float> c, s;
+};
+
+const RopeAngles& rope_angles(int pos, float base, int n_rot) {
+  thread_local RopeAngles kept[2];
+  thread_local int oldest = 0;
+  for (const RopeAngles& a : kept)
+    if (a.pos == pos && a.base == base && a.n_rot == n_rot) return a;
+  RopeAngles& a = kept[oldest];
+  oldest ^= 1;
+  const int half = n_rot / 2;
+  a.c.resize(half);
+  a.s.resize(half);
+  for (int i = 0; i < half; ++i) {
+    const double theta = pos * std::pow(static_cast<double>(base), -2.0 * i / n_rot);
+    a.c[i] = static_cast<float>(std::cos(theta));
+    a.s[i] = static_cast<float>(std::sin(theta));
+  }
+  a.pos = pos, a.base = base, a.n_rot = n_rot;
+  return a;
+}
+}  // namespace
+
 void rope(float* x, int n_head, int head_dim, int n_rot, int pos, float base, bool neox) {
   const int half = n_rot / 2;
+  const RopeAngles& ang = rope_angles(pos, base, n_rot);
   for (int i = 0; i < half; ++i) {
-    // theta_i = pos * base^(-2i/n_rot), computed in double so the angle is exact to float.
-    double theta = pos * std::pow(static_cast<double>(base), -2.0 * i / n_rot);
-    float c = static_cast<float>(std::cos(theta)), s = static_cast<float>(std::sin(theta));
+    const float c = ang.c[i], s = ang.s[i];
     for (int h = 0; h < n_head; ++h) {
       float* v = x + static_cast<size_t>(h) * head_dim;
       int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;

@@ -1,6 +1,7 @@
 // Element-wise and row ops used by model code. Kernels know nothing about models.
 #pragma once
 #include <cstdint>
+#include <span>
 
 #include "backend/thread_pool.h"
 #include "quant/formats.h"
@@ -25,6 +26,19 @@ struct Matrix {
 
 // Y[t][r] = sum_c W[r][c] * X[t][c]   X: [n_tok][cols], Y: [n_tok][rows]
 void matmul(const Matrix& w, const float* x, int n_tok, float* y, ThreadPool& pool);
+// Several products of one X (attention's Q, K and V): each Y gets the bits matmul gives it, with X
+// quantized once and one parallel loop for all of them instead of one each.
+struct Product {
+  const Matrix* w;
+  float* y;
+};
+void matmul_shared(std::span<const Product> products, const float* x, int n_tok, ThreadPool& pool);
+// A gated FFN's first half: gate_y[t][r] = act(G x, U x)[t][r], the bits of two matmuls and then
+// act over the rows; up_y is scratch for U x. Where G and U split their rows alike, each share of
+// rows gets its activation while still in cache, in the same parallel loop.
+using GatedFn = void (*)(const float* gate, const float* up, float* out, int n);
+void matmul_gated(const Matrix& gate, const Matrix& up, const float* x, int n_tok, GatedFn act, float* gate_y,
+                  float* up_y, ThreadPool& pool);
 // When set, matmul first shows every call's weight and inputs to f (strata imatrix collects
 // activation statistics this way). Set it only while no matmul runs.
 using MatmulObserver = void (*)(const Matrix& w, const float* x, int n_tok, void* ctx);
