@@ -1,6 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <map>
+#include <random>
 
 #include "engine/sampler.h"
 
@@ -83,6 +87,79 @@ TEST(Sampler, RepeatPenaltyDemotesSeenTokens) {
   s.accept(1);
   auto l = logits();
   EXPECT_EQ(s.sample(l.data(), 6), 4);  // 1 drops to 1.5, 4 stays at 3.0
+}
+
+// The filters and weights written out the plain way: sort every token, cut, normalise.
+std::map<int32_t, double> reference(const std::vector<float>& l, const SamplerParams& p) {
+  std::vector<int32_t> ids;
+  for (int32_t i = 0; i < static_cast<int32_t>(l.size()); ++i)
+    if (l[i] > -std::numeric_limits<float>::infinity()) ids.push_back(i);
+  std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
+  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < ids.size()) ids.resize(p.top_k);
+  std::vector<double> prob;
+  double sum = 0;
+  for (int32_t i : ids) sum += prob.emplace_back(std::exp(static_cast<double>(l[i]) - l[ids[0]]));
+  size_t keep = ids.size();
+  if (p.top_p < 1) {
+    double cum = 0;
+    size_t k = 0;
+    while (k < keep && cum < p.top_p) cum += prob[k++] / sum;
+    keep = std::max<size_t>(1, k);
+  }
+  if (p.min_p > 0) {
+    size_t k = 1;
+    while (k < keep && prob[k] >= p.min_p * prob[0]) ++k;
+    keep = k;
+  }
+  std::map<int32_t, double> d;
+  double total = 0;
+  for (size_t k = 0; k < keep; ++k) total += d[ids[k]] = std::exp((static_cast<double>(l[ids[k]]) - l[ids[0]]) / p.temperature);
+  for (auto& [id, w] : d) w /= total;
+  return d;
+}
+
+// A 5000-token vocabulary with ties, -inf and NaN: the same tokens as the plain way, with the same
+// probabilities, for every mix of filters.
+TEST(Sampler, DistributionMatchesSortingEveryToken) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0.f, 3.f);
+  std::vector<float> l(5000);
+  for (float& v : l) v = nd(rng);
+  for (int i = 0; i < 5000; i += 97) l[i] = l[i + 1];  // ties
+  l[17] = -std::numeric_limits<float>::infinity();
+  l[18] = std::nanf("");
+  const float top = *std::max_element(l.begin(), l.end());
+  l[4000] = top;  // a tie for the most likely token
+  for (int top_k : {0, 40, 6000})
+    for (float top_p : {1.f, 0.9f, 0.3f})
+      for (float min_p : {0.f, 0.05f})
+        for (float temp : {0.7f, 1.5f}) {
+          SamplerParams p;
+          p.top_k = top_k, p.top_p = top_p, p.min_p = min_p, p.temperature = temp;
+          Sampler s(p);
+          const auto got = s.distribution(l.data(), 5000);
+          const auto want = reference(l, p);
+          ASSERT_EQ(got.size(), want.size()) << top_k << " " << top_p << " " << min_p << " " << temp;
+          for (auto [id, pr] : got) {
+            ASSERT_TRUE(want.count(id)) << id;
+            EXPECT_NEAR(pr, want.at(id), 1e-6 + 1e-5 * want.at(id)) << id;
+          }
+        }
+}
+
+// Draws follow distribution(); tokens at -inf or NaN are never drawn.
+TEST(Sampler, DrawsFollowTheDistribution) {
+  std::vector<float> l = {1.0f, 3.0f, 2.5f, -std::numeric_limits<float>::infinity(), 3.0f, 0.5f, std::nanf(""), 2.0f};
+  SamplerParams p;
+  p.temperature = 0.9f, p.top_k = 0, p.top_p = 0.9f, p.min_p = 0, p.seed = 5;
+  Sampler s(p);
+  const auto d = s.distribution(l.data(), 8);
+  std::map<int32_t, int> seen;
+  const int n = 40000;
+  for (int i = 0; i < n; ++i) seen[s.sample(l.data(), 8)]++;
+  EXPECT_EQ(seen.size(), d.size());
+  for (auto [id, pr] : d) EXPECT_NEAR(seen[id] / double(n), pr, 0.01) << id;
+  EXPECT_FALSE(seen.count(3) || seen.count(6));
 }
 
 }  // namespace

@@ -23,18 +23,31 @@ class Sampler {
  public:
   explicit Sampler(const SamplerParams& p);
   int32_t sample(const float* logits, int n_vocab);
+  // What sample() would draw from now: the tokens left by the filters and their probabilities at
+  // the temperature (one token with 1 when greedy). Draws nothing.
+  std::vector<std::pair<int32_t, double>> distribution(const float* logits, int n_vocab);
   void accept(int32_t token);  // record a token for the penalties (prompt and generated)
   void reset();
   const SamplerParams& params() const { return p_; }
 
   static int32_t argmax(const float* logits, int n_vocab);
 
+  struct Candidate {
+    float logit, weight;
+    int32_t id;
+  };
+
  private:
+  // Filters the candidates into ids_ with weights e_; returns the token when there is only one
+  // answer (greedy), else -1.
+  int32_t prepare(const float* logits, int n_vocab);
   double uniform();  // [0, 1), same sequence on every platform for a seed
   SamplerParams p_;
   std::mt19937_64 rng_;
   std::deque<int32_t> recent_;
-  std::vector<std::pair<float, int32_t>> cand_;
+  void weigh(float lmax, float scale);
+  std::vector<float> l_, vals_, exp_;  // logits after penalties; scratch
+  std::vector<Candidate> cand_;
 };
 
 }  // namespace strata::engine
