@@ -754,6 +754,49 @@ TEST(Ops, AttentionVectorKernelsMatchReference) {
   }
 }
 
+// The page-wide attention kernels give the scalar references' bits, for head sizes with and
+// without a whole number of vectors, pages with and without a whole number of 8-cell blocks, and
+// query groups above 8.
+TEST(Ops, AttentionPageKernelsGiveTheScalarBits) {
+  if (simd_tables().empty()) GTEST_SKIP() << "CPU has no AVX2";
+  const KernelTable& ref = scalar_kernels();
+  for (const KernelTable* k : simd_tables())
+    for (int dim : {64, 128, 256, 80, 12})
+      for (int nc : {16, 13, 8, 3, 1})
+        for (int group : {1, 7, 8, 12}) {
+          const int ld = 20;
+          auto keys = randn(static_cast<size_t>(nc) * dim, dim + nc, 2.f), q = randn(static_cast<size_t>(group) * dim, 7 * dim);
+          std::vector<float> a(group * ld, -1.f), b(group * ld, -1.f);
+          k->attn_scores(dim, nc, keys.data(), q.data(), group, a.data(), ld);
+          ref.attn_scores(dim, nc, keys.data(), q.data(), group, b.data(), ld);
+          EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << k->isa << " scores dim " << dim << " nc " << nc << " group " << group;
+          auto w = randn(static_cast<size_t>(group) * ld, 3 * nc), acc = randn(static_cast<size_t>(group) * dim, 5 * dim);
+          std::vector<float> x = acc, y = acc;
+          k->attn_values(dim, nc, keys.data(), w.data(), ld, group, x.data());
+          ref.attn_values(dim, nc, keys.data(), w.data(), ld, group, y.data());
+          EXPECT_EQ(0, std::memcmp(x.data(), y.data(), x.size() * 4)) << k->isa << " values dim " << dim << " nc " << nc << " group " << group;
+          // And the scalar references against double precision.
+          for (int g = 0; g < group; ++g)
+            for (int c = 0; c < nc; ++c) {
+              double s = 0, mag = 0;
+              for (int d = 0; d < dim; ++d) {
+                s += static_cast<double>(q[g * dim + d]) * keys[c * dim + d];
+                mag += std::fabs(static_cast<double>(q[g * dim + d]) * keys[c * dim + d]);
+              }
+              EXPECT_NEAR(b[g * ld + c], s, 1e-6 * mag * dim);
+            }
+          for (int g = 0; g < group; ++g)
+            for (int d = 0; d < dim; ++d) {
+              double s = acc[g * dim + d], mag = std::fabs(s);
+              for (int c = 0; c < nc; ++c) {
+                s += static_cast<double>(w[g * ld + c]) * keys[c * dim + d];
+                mag += std::fabs(static_cast<double>(w[g * ld + c]) * keys[c * dim + d]);
+              }
+              EXPECT_NEAR(y[g * dim + d], s, 1e-6 * mag * (nc + 1));
+            }
+        }
+}
+
 TEST(Ops, RopeVariantsRotatePairs) {
   std::vector<float> a = {1, 0, 0, 0}, b = {1, 0, 0, 0};
   ops::rope(a.data(), 1, 4, 4, 1, 10000.f, false);  // pairs (0,1), (2,3)

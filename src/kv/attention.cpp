@@ -25,8 +25,9 @@ struct PartialView {
 PartialView view(float* base, int group, int dv) { return {base, base + group, base + 2 * group}; }
 size_t partial_floats(int group, int dv) { return static_cast<size_t>(group) * (2 + dv); }
 
-// Computes the partial of pages [p0, p1] restricted to cells [lo, hi]. Each cell's K and V are
-// decoded once and used by every query head of the group. Pages are merged in order.
+// Computes the partial of pages [p0, p1] restricted to cells [lo, hi]. A page's keys and values
+// are decoded once into rows and used by every query head of the group: scores and the weighted
+// sum of values are page-wide kernels. Pages are merged in order.
 void chunk_partial(const KvStore& store, SeqId s, int layer, int kv_head, const float* q, int group, float scale, int lo,
                    int hi, int p0, int p1, PartialView out, std::vector<float>& scratch) {
   const Config& c = store.config();
@@ -34,48 +35,43 @@ void chunk_partial(const KvStore& store, SeqId s, int layer, int kv_head, const 
   const int dk = c.head_dim_k, dv = c.head_dim_v, nkv = c.n_kv_heads, P = c.page_size;
   const size_t kh = store.k_bytes_per_head(), vh = store.v_bytes_per_head();
   const KernelTable& kt = kernels();
-  scratch.resize(2 * static_cast<size_t>(group) * P + dk + dv + group);
-  float* scores = scratch.data();                              // [group][P]
-  float* wts = scores + static_cast<size_t>(group) * P;        // [group][P]
-  float* kbuf = wts + static_cast<size_t>(group) * P;
-  float* vbuf = kbuf + dk;
-  float* dots = vbuf + dv;
+  scratch.resize(static_cast<size_t>(P) * (2 * group + dk + dv));
+  float* scores = scratch.data();                        // [group][P]
+  float* wts = scores + static_cast<size_t>(group) * P;  // [group][P]
+  float* keys = wts + static_cast<size_t>(group) * P;    // [P][dk]
+  float* vals = keys + static_cast<size_t>(P) * dk;      // [P][dv]
   for (int g = 0; g < group; ++g) {
     out.m[g] = -INFINITY;
     out.l[g] = 0;
   }
   std::fill(out.acc, out.acc + static_cast<size_t>(group) * dv, 0.f);
   for (int pi = p0; pi <= p1; ++pi) {
-    PageView pv = store.page(s, layer, pi);
+    const PageView pv = store.page(s, layer, pi);
     int c0 = std::max(lo, pv.first), c1 = std::min(hi, pv.first + pv.n - 1);
     if (c0 > c1) continue;
     const int nc = c1 - c0 + 1;
-    float pm[64];
-    for (int g = 0; g < group; ++g) pm[g] = -INFINITY;
-    for (int cell = c0; cell <= c1; ++cell) {
-      decode(f.k, pv.k + (static_cast<size_t>(cell - pv.first) * nkv + kv_head) * kh, kbuf, dk);
-      kt.dot_rows(dk, kbuf, q, group, dots);  // every query head of the group against this key
-      for (int g = 0; g < group; ++g) {
-        float sc = dots[g] * scale;
-        scores[g * P + (cell - c0)] = sc;
-        pm[g] = std::max(pm[g], sc);
-      }
-    }
+    for (int i = 0; i < nc; ++i)
+      decode(f.k, pv.k + (static_cast<size_t>(c0 + i - pv.first) * nkv + kv_head) * kh, keys + static_cast<size_t>(i) * dk, dk);
+    kt.attn_scores(dk, nc, keys, q, group, scores, P);  // every query head of the group against every key
     for (int g = 0; g < group; ++g) {
-      float m_new = std::max(out.m[g], pm[g]);
+      float* sg = scores + static_cast<size_t>(g) * P;
+      float pm = -INFINITY;
+      for (int i = 0; i < nc; ++i) {
+        sg[i] *= scale;
+        pm = std::max(pm, sg[i]);
+      }
+      float m_new = std::max(out.m[g], pm);
       float a = std::exp(out.m[g] - m_new);  // rescales what was merged so far (0 on the first page)
       out.l[g] *= a;
       kt.scale(dv, a, out.acc + static_cast<size_t>(g) * dv);
       out.m[g] = m_new;
       // The page's softmax weights, summed in cell order.
-      kt.exp_shift(nc, scores + g * P, m_new, wts + g * P);
-      for (int i = 0; i < nc; ++i) out.l[g] += wts[g * P + i];
+      kt.exp_shift(nc, sg, m_new, wts + static_cast<size_t>(g) * P);
+      for (int i = 0; i < nc; ++i) out.l[g] += wts[static_cast<size_t>(g) * P + i];
     }
-    for (int cell = c0; cell <= c1; ++cell) {
-      decode(f.v, pv.v + (static_cast<size_t>(cell - pv.first) * nkv + kv_head) * vh, vbuf, dv);
-      for (int g = 0; g < group; ++g)
-        kt.axpy(dv, wts[g * P + (cell - c0)], vbuf, out.acc + static_cast<size_t>(g) * dv);
-    }
+    for (int i = 0; i < nc; ++i)
+      decode(f.v, pv.v + (static_cast<size_t>(c0 + i - pv.first) * nkv + kv_head) * vh, vals + static_cast<size_t>(i) * dv, dv);
+    kt.attn_values(dv, nc, vals, wts, P, group, out.acc);
   }
 }
 
@@ -88,7 +84,6 @@ void attend(const KvStore& store, SeqId s, int layer, int pos0, int n_tok, const
   if (p.n_head % c.n_kv_heads != 0) throw Error("attention: head count is not a multiple of the KV head count");
   if (store.length(s, layer) < pos0 + n_tok) throw Error("attention: cells missing from the KV store");
   const int group = p.n_head / c.n_kv_heads, nkv = c.n_kv_heads, dk = c.head_dim_k, dv = c.head_dim_v, P = c.page_size;
-  if (group > 64) throw Error("attention: more than 64 query heads per KV head");
 
   // Queries in the cache's frame: (Hq)·(Hk) = q·k for rotated K.
   std::vector<float> qr(q, q + static_cast<size_t>(n_tok) * p.n_head * dk);

@@ -4,10 +4,15 @@
 // - exp_shift (out = exp(x - shift)) and dot_rows (several dot products with one vector), for
 //   attention scores and weights.
 // - axpy and scale with one rounding per multiply and per add, exactly as the scalar loops
-//   (compiled without FMA contraction), so they give the same bits.
+//   (compiled without FMA contraction), so they give the same bits; so do attn_scores and
+//   attn_values, attention over a page of cells (8 cells per vector for the scores).
 #include <immintrin.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "quant/kernels.h"
+#include "quant/simd_avx2_blocks.h"  // STRATA_UNROLL
 
 namespace strata {
 namespace {
@@ -133,11 +138,110 @@ void dot_rows_avx2(int n, const float* x, const float* rows, int nrows, float* o
   }
 }
 
+// ---- Attention over a page of cells (KernelTable::attn_scores, attn_values) ----
+// Separate multiplies and adds (no FMA), in the scalar references' order, so every table gives the
+// same bits.
+
+// Rows r[0..8) of 8 floats -> their columns, in place.
+inline void transpose8(__m256 r[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  r[0] = _mm256_permute2f128_ps(u0, u4, 0x20), r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+  r[1] = _mm256_permute2f128_ps(u1, u5, 0x20), r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+  r[2] = _mm256_permute2f128_ps(u2, u6, 0x20), r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+  r[3] = _mm256_permute2f128_ps(u3, u7, 0x20), r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+// G query rows against 8 cells whose keys are laid out by dimension (kt[d][8]): one lane per cell.
+template <int G>
+void scores8(int dk, const float* kt, const float* q, float* out, int ld, int m) {
+  __m256 acc[G];
+  STRATA_UNROLL for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
+  for (int d = 0; d < dk; ++d) {
+    const __m256 k = _mm256_loadu_ps(kt + 8 * d);
+    STRATA_UNROLL for (int g = 0; g < G; ++g)
+      acc[g] = _mm256_add_ps(acc[g], _mm256_mul_ps(_mm256_broadcast_ss(q + static_cast<size_t>(g) * dk + d), k));
+  }
+  STRATA_UNROLL for (int g = 0; g < G; ++g) {
+    alignas(32) float o[8];
+    _mm256_store_ps(o, acc[g]);
+    for (int j = 0; j < m; ++j) out[static_cast<size_t>(g) * ld + j] = o[j];
+  }
+}
+
+void attn_scores_avx2(int dk, int nc, const float* k, const float* q, int group, float* out, int ld) {
+  thread_local std::vector<float> kt;
+  kt.resize(static_cast<size_t>(dk) * 8);
+  for (int c0 = 0; c0 < nc; c0 += 8) {
+    const int m = std::min(8, nc - c0);
+    const float* kc = k + static_cast<size_t>(c0) * dk;
+    // The 8 cells' keys by dimension (missing cells as zeros).
+    if (m == 8 && dk % 8 == 0) {
+      for (int d0 = 0; d0 < dk; d0 += 8) {
+        __m256 r[8];
+        for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(kc + static_cast<size_t>(j) * dk + d0);
+        transpose8(r);
+        for (int j = 0; j < 8; ++j) _mm256_storeu_ps(kt.data() + 8 * (d0 + j), r[j]);
+      }
+    } else {
+      for (int d = 0; d < dk; ++d)
+        for (int j = 0; j < 8; ++j) kt[8 * d + j] = j < m ? kc[static_cast<size_t>(j) * dk + d] : 0.f;
+    }
+    for (int g = 0; g < group; g += 8) {
+      const float* qg = q + static_cast<size_t>(g) * dk;
+      float* og = out + static_cast<size_t>(g) * ld + c0;
+      switch (std::min(8, group - g)) {
+        case 1: scores8<1>(dk, kt.data(), qg, og, ld, m); break;
+        case 2: scores8<2>(dk, kt.data(), qg, og, ld, m); break;
+        case 3: scores8<3>(dk, kt.data(), qg, og, ld, m); break;
+        case 4: scores8<4>(dk, kt.data(), qg, og, ld, m); break;
+        case 5: scores8<5>(dk, kt.data(), qg, og, ld, m); break;
+        case 6: scores8<6>(dk, kt.data(), qg, og, ld, m); break;
+        case 7: scores8<7>(dk, kt.data(), qg, og, ld, m); break;
+        default: scores8<8>(dk, kt.data(), qg, og, ld, m); break;
+      }
+    }
+  }
+}
+
+// acc[0 .. 8R) += w[c] * v[c][0 .. 8R) for every cell, the sums held in R registers.
+template <int R>
+void values_block(int dv, int nc, const float* v, const float* w, float* acc) {
+  __m256 a[R];
+  STRATA_UNROLL for (int i = 0; i < R; ++i) a[i] = _mm256_loadu_ps(acc + 8 * i);
+  for (int c = 0; c < nc; ++c) {
+    const __m256 wc = _mm256_broadcast_ss(w + c);
+    const float* vc = v + static_cast<size_t>(c) * dv;
+    STRATA_UNROLL for (int i = 0; i < R; ++i) a[i] = _mm256_add_ps(a[i], _mm256_mul_ps(wc, _mm256_loadu_ps(vc + 8 * i)));
+  }
+  STRATA_UNROLL for (int i = 0; i < R; ++i) _mm256_storeu_ps(acc + 8 * i, a[i]);
+}
+
+void attn_values_avx2(int dv, int nc, const float* v, const float* w, int ld, int group, float* acc) {
+  for (int g = 0; g < group; ++g) {
+    const float* wg = w + static_cast<size_t>(g) * ld;
+    float* ag = acc + static_cast<size_t>(g) * dv;
+    int d = 0;
+    for (; d + 64 <= dv; d += 64) values_block<8>(dv, nc, v + d, wg, ag + d);
+    for (; d + 8 <= dv; d += 8) values_block<1>(dv, nc, v + d, wg, ag + d);
+    for (; d < dv; ++d)
+      for (int c = 0; c < nc; ++c) ag[d] += wg[c] * v[static_cast<size_t>(c) * dv + d];
+  }
+}
+
 }  // namespace
 
 void fill_avx2_vec(KernelTable& t) {
   t.exp_shift = exp_shift_avx2;
   t.dot_rows = dot_rows_avx2;
+  t.attn_scores = attn_scores_avx2;
+  t.attn_values = attn_values_avx2;
   t.silu_mul = silu_mul_avx2;
   t.gelu_tanh_mul = gelu_tanh_mul_avx2;
   t.axpy = axpy_avx2;

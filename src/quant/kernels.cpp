@@ -55,6 +55,22 @@ const KernelTable& scalar_kernels() {
     k.dot_rows = [](int n, const float* x, const float* rows, int nrows, float* out) {
       for (int r = 0; r < nrows; ++r) out[r] = dot_row_ref(GgmlType::F32, n, rows + static_cast<size_t>(r) * n, x);
     };
+    k.attn_scores = [](int dk, int nc, const float* kr, const float* q, int group, float* out, int ld) {
+      for (int g = 0; g < group; ++g)
+        for (int c = 0; c < nc; ++c) {
+          float s = 0.f;
+          for (int d = 0; d < dk; ++d) s += q[static_cast<size_t>(g) * dk + d] * kr[static_cast<size_t>(c) * dk + d];
+          out[static_cast<size_t>(g) * ld + c] = s;
+        }
+    };
+    k.attn_values = [](int dv, int nc, const float* v, const float* w, int ld, int group, float* acc) {
+      for (int g = 0; g < group; ++g)
+        for (int c = 0; c < nc; ++c) {
+          const float wc = w[static_cast<size_t>(g) * ld + c];
+          float* a = acc + static_cast<size_t>(g) * dv;
+          for (int d = 0; d < dv; ++d) a[d] += wc * v[static_cast<size_t>(c) * dv + d];
+        }
+    };
     k.quantize_act[static_cast<int>(GgmlType::Q8_0)] = [](const float* x, void* d, int64_t n) { quantize_row(GgmlType::Q8_0, x, d, n); };
     k.quantize_act[static_cast<int>(GgmlType::Q8_K)] = [](const float* x, void* d, int64_t n) { quantize_row(GgmlType::Q8_K, x, d, n); };
     return k;

@@ -23,6 +23,12 @@ using ScaleFn = void (*)(int n, float a, float* y);                 // y *= a
 using ExpShiftFn = void (*)(int n, const float* x, float shift, float* out);  // out = exp(x - shift)
 // out[r] = rows[r * n .. r * n + n) . x for r < nrows
 using DotRowsFn = void (*)(int n, const float* x, const float* rows, int nrows, float* out);
+// Attention over a page of cells (rows of floats), the same bits in every table: one rounding per
+// multiply and per add, in the order written.
+// out[g * ld + c] = sum over d in order of q[g][d] * k[c][d]   (k: [nc][dk], q: [group][dk])
+using AttnScoresFn = void (*)(int dk, int nc, const float* k, const float* q, int group, float* out, int ld);
+// acc[g][:] += w[g * ld + c] * v[c][:] for c = 0 .. nc-1 in order   (v: [nc][dv], acc: [group][dv])
+using AttnValuesFn = void (*)(int dv, int nc, const float* v, const float* w, int ld, int group, float* acc);
 using QDotMultiFn = void (*)(int n, const void* w, const uint8_t* xq, size_t xq_stride, int ntok, float* out);
 // Decode: nrows weight rows (row_stride bytes apart) against one quantized activation row;
 // out[r] is bit-identical to QDotFn on row r.
@@ -66,6 +72,8 @@ struct KernelTable {
   ScaleFn scale = nullptr;  // always set; the same bits in every table
   ExpShiftFn exp_shift = nullptr;  // always set
   DotRowsFn dot_rows = nullptr;    // always set
+  AttnScoresFn attn_scores = nullptr;  // always set; the same bits in every table
+  AttnValuesFn attn_values = nullptr;  // always set; the same bits in every table
 
   DotFn dot_for(GgmlType t) const;          // throws when the format has no kernel
   DequantFn dequant_for(GgmlType t) const;  // throws when the format has no kernel
