@@ -127,6 +127,35 @@ INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttention,
                          ::testing::Combine(::testing::Values(kv::Format::F32, kv::Format::F16),
                                             ::testing::Values(1, 15, 16, 17, 33, 100), ::testing::Values(0, 7, 32)));
 
+// A prompt's tokens share each decoded page in groups (kTokensPerWork); every token's output must
+// still be the bits it gets on its own, across several 16-page chunks, with and without a window.
+TEST(PagedAttention, PromptTokensGiveTheirOwnBits) {
+  for (int window : {0, 50}) {
+    auto cfg = small_config(kv::Format::F16);
+    cfg.max_cells = 640;
+    kv::KvStore s(cfg);
+    auto seq = s.new_sequence();
+    std::mt19937 rng(17 + window);
+    const int n_cells = 600, n_head = 4, kvd = cfg.n_kv_heads * cfg.head_dim_k;
+    auto K = randv(static_cast<size_t>(n_cells) * kvd, rng), V = randv(static_cast<size_t>(n_cells) * kvd, rng);
+    s.append(seq, 1, 0, n_cells, K.data(), V.data());
+    ThreadPool pool(2);
+    const int n_q = 21, pos0 = 256 - 10;  // the query tokens straddle the first chunk's end
+    auto q = randv(static_cast<size_t>(n_q) * n_head * 8, rng);
+    kv::AttentionParams ap{n_head, 0.35f, window};
+    std::vector<float> all(static_cast<size_t>(n_q) * n_head * 8), one(n_head * 8), ref(n_head * 8);
+    kv::attend(s, seq, 1, pos0, n_q, q.data(), ap, all.data(), pool);
+    for (auto* arr : {&K, &V})
+      for (auto& x : *arr) x = fp16_to_fp32(fp32_to_fp16(x));
+    for (int t = 0; t < n_q; ++t) {
+      kv::attend(s, seq, 1, pos0 + t, 1, q.data() + t * n_head * 8, ap, one.data(), pool);
+      EXPECT_EQ(0, std::memcmp(one.data(), all.data() + t * n_head * 8, one.size() * 4)) << "window " << window << " token " << t;
+      naive_attention(K, V, n_cells, q.data() + t * n_head * 8, n_head, 2, 8, 0.35f, pos0 + t, window, ref.data());
+      for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(one[i], ref[i], 2e-5) << "window " << window << " token " << t;
+    }
+  }
+}
+
 std::vector<int32_t> story_ids() { return {1, 385, 328, 432, 261, 262, 423, 388, 268, 414, 422, 395, 326, 263, 377, 267,
                                            265, 282, 295, 433, 426, 346, 394, 261, 268, 414, 422, 337, 299, 335, 345, 267,
                                            422, 419, 426, 291, 268, 414, 444, 381}; }

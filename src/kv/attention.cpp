@@ -14,6 +14,8 @@ namespace {
 // Pages per partial. Fixed (never derived from the thread count) so that the merge order, and
 // with it every bit of the result, is the same for any number of threads.
 constexpr int kPagesPerChunk = 16;
+// Prompt tokens whose attention shares each decoded page (their arithmetic does not change).
+constexpr int kTokensPerWork = 8;
 
 // Partial softmax state of the `group` query heads sharing one KV head, over a range of pages.
 // Layout in a float buffer: m[group], l[group], acc[group][dv].
@@ -25,53 +27,83 @@ struct PartialView {
 PartialView view(float* base, int group, int dv) { return {base, base + group, base + 2 * group}; }
 size_t partial_floats(int group, int dv) { return static_cast<size_t>(group) * (2 + dv); }
 
-// Computes the partial of pages [p0, p1] restricted to cells [lo, hi]. A page's keys and values
-// are decoded once into rows and used by every query head of the group: scores and the weighted
-// sum of values are page-wide kernels. Pages are merged in order.
-void chunk_partial(const KvStore& store, SeqId s, int layer, int kv_head, const float* q, int group, float scale, int lo,
-                   int hi, int p0, int p1, PartialView out, std::vector<float>& scratch) {
+// One query token's share of a chunk: its group of query rows, its cells [lo, hi], its last
+// page p1, and where its partial goes.
+struct TokenChunk {
+  const float* q;
+  int lo, hi, p1;
+  PartialView out;
+};
+
+// Computes the partials of tokens that share a KV head, a first page p0 and a first cell `lo` (a
+// prompt's consecutive tokens; one token in decode): each over pages [p0, its p1], restricted to
+// its cells [lo, hi]. A page's keys and values are decoded into rows once and used by every query
+// head of every token: scores and the weighted sum of values are page-wide kernels. A token's
+// arithmetic is the same whatever tokens it shares pages with. Pages are merged in order.
+void chunk_partials(const KvStore& store, SeqId s, int layer, int kv_head, const TokenChunk* toks, int n, int group,
+                    float scale, int p0, std::vector<float>& scratch) {
   const Config& c = store.config();
   const FormatSpec& f = store.spec();
   const int dk = c.head_dim_k, dv = c.head_dim_v, nkv = c.n_kv_heads, P = c.page_size;
   const size_t kh = store.k_bytes_per_head(), vh = store.v_bytes_per_head();
   const KernelTable& kt = kernels();
-  scratch.resize(static_cast<size_t>(P) * (2 * group + dk + dv));
-  float* scores = scratch.data();                        // [group][P]
-  float* wts = scores + static_cast<size_t>(group) * P;  // [group][P]
-  float* keys = wts + static_cast<size_t>(group) * P;    // [P][dk]
-  float* vals = keys + static_cast<size_t>(P) * dk;      // [P][dv]
-  for (int g = 0; g < group; ++g) {
-    out.m[g] = -INFINITY;
-    out.l[g] = 0;
+  const Decoder decode_k = decoder(f.k), decode_v = decoder(f.v);
+  const int rows = n * group;  // query rows, token-major
+  scratch.resize(static_cast<size_t>(P) * (2 * rows + dk + dv) + static_cast<size_t>(rows) * dk);
+  float* scores = scratch.data();                       // [rows][P]
+  float* wts = scores + static_cast<size_t>(rows) * P;  // [rows][P]
+  float* keys = wts + static_cast<size_t>(rows) * P;    // [P][dk]
+  float* vals = keys + static_cast<size_t>(P) * dk;     // [P][dv]
+  float* qs = vals + static_cast<size_t>(P) * dv;       // [rows][dk]
+  int p_end = p0;
+  for (int i = 0; i < n; ++i) {
+    std::copy(toks[i].q, toks[i].q + static_cast<size_t>(group) * dk, qs + static_cast<size_t>(i) * group * dk);
+    p_end = std::max(p_end, toks[i].p1);
+    const PartialView& o = toks[i].out;
+    std::fill(o.m, o.m + group, -INFINITY);
+    std::fill(o.l, o.l + group, 0.f);
+    std::fill(o.acc, o.acc + static_cast<size_t>(group) * dv, 0.f);
   }
-  std::fill(out.acc, out.acc + static_cast<size_t>(group) * dv, 0.f);
-  for (int pi = p0; pi <= p1; ++pi) {
+  for (int pi = p0; pi <= p_end; ++pi) {
     const PageView pv = store.page(s, layer, pi);
-    int c0 = std::max(lo, pv.first), c1 = std::min(hi, pv.first + pv.n - 1);
+    // Cells [c0, c1] of this page are read by some token; token i reads [c0, its own end].
+    int c0 = std::max(toks[0].lo, pv.first), c1 = c0 - 1;
+    for (int i = 0; i < n; ++i)
+      if (toks[i].p1 >= pi) c1 = std::max(c1, std::min(toks[i].hi, pv.first + pv.n - 1));
     if (c0 > c1) continue;
     const int nc = c1 - c0 + 1;
     for (int i = 0; i < nc; ++i)
-      decode(f.k, pv.k + (static_cast<size_t>(c0 + i - pv.first) * nkv + kv_head) * kh, keys + static_cast<size_t>(i) * dk, dk);
-    kt.attn_scores(dk, nc, keys, q, group, scores, P);  // every query head of the group against every key
-    for (int g = 0; g < group; ++g) {
-      float* sg = scores + static_cast<size_t>(g) * P;
-      float pm = -INFINITY;
-      for (int i = 0; i < nc; ++i) {
-        sg[i] *= scale;
-        pm = std::max(pm, sg[i]);
+      decode_k(pv.k + (static_cast<size_t>(c0 + i - pv.first) * nkv + kv_head) * kh, keys + static_cast<size_t>(i) * dk, dk);
+    kt.attn_scores(dk, nc, keys, qs, rows, scores, P);  // every query row against every key
+    for (int i = 0; i < n; ++i) {
+      const TokenChunk& tk = toks[i];
+      const int nt = tk.p1 >= pi ? std::min(tk.hi, pv.first + pv.n - 1) - c0 + 1 : 0;
+      if (nt <= 0) continue;
+      for (int g = 0; g < group; ++g) {
+        const size_t r = static_cast<size_t>(i) * group + g;
+        float* sg = scores + r * P;
+        float pm = -INFINITY;
+        for (int j = 0; j < nt; ++j) {
+          sg[j] *= scale;
+          pm = std::max(pm, sg[j]);
+        }
+        float m_new = std::max(tk.out.m[g], pm);
+        float a = std::exp(tk.out.m[g] - m_new);  // rescales what was merged so far (0 on the first page)
+        tk.out.l[g] *= a;
+        kt.scale(dv, a, tk.out.acc + static_cast<size_t>(g) * dv);
+        tk.out.m[g] = m_new;
+        // The page's softmax weights, summed in cell order.
+        kt.exp_shift(nt, sg, m_new, wts + r * P);
+        for (int j = 0; j < nt; ++j) tk.out.l[g] += wts[r * P + j];
       }
-      float m_new = std::max(out.m[g], pm);
-      float a = std::exp(out.m[g] - m_new);  // rescales what was merged so far (0 on the first page)
-      out.l[g] *= a;
-      kt.scale(dv, a, out.acc + static_cast<size_t>(g) * dv);
-      out.m[g] = m_new;
-      // The page's softmax weights, summed in cell order.
-      kt.exp_shift(nc, sg, m_new, wts + static_cast<size_t>(g) * P);
-      for (int i = 0; i < nc; ++i) out.l[g] += wts[static_cast<size_t>(g) * P + i];
     }
     for (int i = 0; i < nc; ++i)
-      decode(f.v, pv.v + (static_cast<size_t>(c0 + i - pv.first) * nkv + kv_head) * vh, vals + static_cast<size_t>(i) * dv, dv);
-    kt.attn_values(dv, nc, vals, wts, P, group, out.acc);
+      decode_v(pv.v + (static_cast<size_t>(c0 + i - pv.first) * nkv + kv_head) * vh, vals + static_cast<size_t>(i) * dv, dv);
+    for (int i = 0; i < n; ++i) {
+      const TokenChunk& tk = toks[i];
+      const int nt = tk.p1 >= pi ? std::min(tk.hi, pv.first + pv.n - 1) - c0 + 1 : 0;
+      if (nt > 0) kt.attn_values(dv, nt, vals, wts + static_cast<size_t>(i) * group * P, P, group, tk.out.acc);
+    }
   }
 }
 
@@ -107,13 +139,36 @@ void attend(const KvStore& store, SeqId s, int layer, int pos0, int n_tok, const
   thread_local std::vector<float> partial_buf;  // the caller's buffer; workers use it through `parts`
   partial_buf.resize(tasks.size() * pf);
   float* const parts = partial_buf.data();
-  pool.parallel_for(static_cast<int64_t>(tasks.size()), 1, [&](int64_t b, int64_t e) {
+  // Work: up to kTokensPerWork consecutive tokens' tasks of one KV head and chunk, which read the
+  // same pages (all of a prompt's tokens start at cell 0 without a window); with a window each
+  // task is its own work.
+  std::vector<int> work_tasks, work_first;
+  for (int h = 0; h < nkv; ++h)
+    for (int t0 = 0; t0 < n_tok; t0 += p.window > 0 ? 1 : kTokensPerWork) {
+      const int t1 = std::min(n_tok, t0 + (p.window > 0 ? 1 : kTokensPerWork));
+      // The block's last token reads the most chunks; chunk j starts at page 16j for every token.
+      const int last = (t1 - 1) * nkv + h, chunks = first_task[last + 1] - first_task[last];
+      for (int j = 0; j < chunks; ++j) {
+        work_first.push_back(static_cast<int>(work_tasks.size()));
+        for (int t = t0; t < t1; ++t) {
+          const int th = t * nkv + h;
+          if (first_task[th] + j < first_task[th + 1]) work_tasks.push_back(first_task[th] + j);
+        }
+      }
+    }
+  work_first.push_back(static_cast<int>(work_tasks.size()));
+  pool.parallel_for(static_cast<int64_t>(work_first.size()) - 1, 1, [&](int64_t b, int64_t e) {
     std::vector<float> scratch;
-    for (int64_t i = b; i < e; ++i) {
-      const Task& k = tasks[i];
-      const float* qg = qr.data() + (static_cast<size_t>(k.t) * p.n_head + static_cast<size_t>(k.h) * group) * dk;
-      chunk_partial(store, s, layer, k.h, qg, group, p.scale, k.lo, k.hi, k.p0, k.p1,
-                    view(parts + i * pf, group, dv), scratch);
+    std::vector<TokenChunk> toks;
+    for (int64_t w = b; w < e; ++w) {
+      toks.clear();
+      for (int i = work_first[w]; i < work_first[w + 1]; ++i) {
+        const Task& k = tasks[work_tasks[i]];
+        const float* qg = qr.data() + (static_cast<size_t>(k.t) * p.n_head + static_cast<size_t>(k.h) * group) * dk;
+        toks.push_back({qg, k.lo, k.hi, k.p1, view(parts + static_cast<size_t>(work_tasks[i]) * pf, group, dv)});
+      }
+      const Task& k0 = tasks[work_tasks[work_first[w]]];
+      chunk_partials(store, s, layer, k0.h, toks.data(), static_cast<int>(toks.size()), group, p.scale, k0.p0, scratch);
     }
   });
   // Merge each (token, kv head)'s chunks in order, normalise, rotate back.

@@ -75,7 +75,9 @@ static GgmlType codec_type(Codec c) {
 
 void encode(Codec c, const float* x, uint8_t* dst, int n) { quantize_row(codec_type(c), x, dst, n); }
 
-void decode(Codec c, const uint8_t* src, float* x, int n) { kernels().dequant_for(codec_type(c))(src, x, n); }
+void decode(Codec c, const uint8_t* src, float* x, int n) { decoder(c)(src, x, n); }
+
+Decoder decoder(Codec c) { return kernels().dequant_for(codec_type(c)); }
 
 float dot_encoded(Codec c, const uint8_t* src, const float* q, int n) {
   return kernels().dot_for(codec_type(c))(n, src, q);

@@ -29,6 +29,9 @@ std::string format_unsupported_reason(Format f, int head_dim_k, int head_dim_v);
 size_t codec_bytes(Codec c, int n);  // bytes of one encoded vector of n values
 void encode(Codec c, const float* x, uint8_t* dst, int n);
 void decode(Codec c, const uint8_t* src, float* x, int n);
+// decode's kernel for a codec, to look up once for many vectors: decoder(c)(src, x, n).
+using Decoder = void (*)(const void* src, float* x, int64_t n);
+Decoder decoder(Codec c);
 // q · decode(src), computed by the engine's kernel table (SIMD where available).
 float dot_encoded(Codec c, const uint8_t* src, const float* q, int n);
 // out += w * decode(src)
