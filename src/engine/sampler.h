@@ -38,14 +38,14 @@ class Sampler {
   };
 
  private:
-  // Filters the candidates into ids_ with weights e_; returns the token when there is only one
-  // answer (greedy), else -1.
+  // Filters the candidates into cand_ with their weights at the temperature; returns the token
+  // when there is only one answer (greedy), else -1.
   int32_t prepare(const float* logits, int n_vocab);
+  void weigh(float lmax, float scale);  // cand_[i].weight = exp((logit - lmax) * scale)
   double uniform();  // [0, 1), same sequence on every platform for a seed
   SamplerParams p_;
   std::mt19937_64 rng_;
   std::deque<int32_t> recent_;
-  void weigh(float lmax, float scale);
   std::vector<float> l_, vals_, exp_;  // logits after penalties; scratch
   std::vector<Candidate> cand_;
 };

@@ -66,18 +66,18 @@ void chunk_partials(const KvStore& store, SeqId s, int layer, int kv_head, const
   }
   for (int pi = p0; pi <= p_end; ++pi) {
     const PageView pv = store.page(s, layer, pi);
-    // Cells [c0, c1] of this page are read by some token; token i reads [c0, its own end].
-    int c0 = std::max(toks[0].lo, pv.first), c1 = c0 - 1;
-    for (int i = 0; i < n; ++i)
-      if (toks[i].p1 >= pi) c1 = std::max(c1, std::min(toks[i].hi, pv.first + pv.n - 1));
-    if (c0 > c1) continue;
-    const int nc = c1 - c0 + 1;
+    // Cells of this page that token i reads: [c0, c0 + cells(i)); nc: the most any token reads.
+    const int c0 = std::max(toks[0].lo, pv.first);
+    auto cells = [&](int i) { return toks[i].p1 >= pi ? std::min(toks[i].hi, pv.first + pv.n - 1) - c0 + 1 : 0; };
+    int nc = 0;
+    for (int i = 0; i < n; ++i) nc = std::max(nc, cells(i));
+    if (nc <= 0) continue;
     for (int i = 0; i < nc; ++i)
       decode_k(pv.k + (static_cast<size_t>(c0 + i - pv.first) * nkv + kv_head) * kh, keys + static_cast<size_t>(i) * dk, dk);
     kt.attn_scores(dk, nc, keys, qs, rows, scores, P);  // every query row against every key
     for (int i = 0; i < n; ++i) {
       const TokenChunk& tk = toks[i];
-      const int nt = tk.p1 >= pi ? std::min(tk.hi, pv.first + pv.n - 1) - c0 + 1 : 0;
+      const int nt = cells(i);
       if (nt <= 0) continue;
       for (int g = 0; g < group; ++g) {
         const size_t r = static_cast<size_t>(i) * group + g;
@@ -99,11 +99,9 @@ void chunk_partials(const KvStore& store, SeqId s, int layer, int kv_head, const
     }
     for (int i = 0; i < nc; ++i)
       decode_v(pv.v + (static_cast<size_t>(c0 + i - pv.first) * nkv + kv_head) * vh, vals + static_cast<size_t>(i) * dv, dv);
-    for (int i = 0; i < n; ++i) {
-      const TokenChunk& tk = toks[i];
-      const int nt = tk.p1 >= pi ? std::min(tk.hi, pv.first + pv.n - 1) - c0 + 1 : 0;
-      if (nt > 0) kt.attn_values(dv, nt, vals, wts + static_cast<size_t>(i) * group * P, P, group, tk.out.acc);
-    }
+    for (int i = 0; i < n; ++i)
+      if (const int nt = cells(i); nt > 0)
+        kt.attn_values(dv, nt, vals, wts + static_cast<size_t>(i) * group * P, P, group, toks[i].out.acc);
   }
 }
 

@@ -248,10 +248,10 @@ class Inputs {
                        (!p.w->packed || p.w->rows % kPackRows != 0);
       s.used = true;
     }
+    const int cols = static_cast<int>(ps[0].w->cols);
     for (size_t i = 0; i < kSlots; ++i) {
       Slot& s = slots_[i];
       if (!s.used) continue;
-      const int cols = static_cast<int>(ps[0].w->cols);
       s.in = {s.at, x, n_tok, cols, nullptr};
       if (s.at != GgmlType::F32) {
         thread_local QuantizedActivations qa[kSlots];
@@ -281,9 +281,14 @@ class Inputs {
 MatmulObserver g_observer = nullptr;
 void* g_observer_ctx = nullptr;
 
-void check_shapes(std::span<const Product> ps) {
+// What every call does first: checks that the products share X's width, shows them to the
+// observer, and quantizes X once per activation format they take.
+Inputs start(std::span<const Product> ps, const float* x, int n_tok, ThreadPool& pool) {
   for (const Product& p : ps)
     if (p.w->cols != ps[0].w->cols) throw Error("matmul: products of one input need one column count");
+  if (g_observer)
+    for (const Product& p : ps) g_observer(*p.w, x, n_tok, g_observer_ctx);
+  return Inputs(ps, x, n_tok, pool);
 }
 
 }  // namespace
@@ -295,10 +300,7 @@ void set_matmul_observer(MatmulObserver f, void* ctx) {
 
 void matmul_shared(std::span<const Product> ps, const float* x, int n_tok, ThreadPool& pool) {
   if (ps.empty() || n_tok <= 0) return;
-  check_shapes(ps);
-  if (g_observer)
-    for (const Product& p : ps) g_observer(*p.w, x, n_tok, g_observer_ctx);
-  Inputs in(ps, x, n_tok, pool);
+  Inputs in = start(ps, x, n_tok, pool);
   thread_local std::vector<Work> works;
   works.clear();
   for (const Product& p : ps) plan(*p.w, in.get(p.w->type), p.y, works);
@@ -315,10 +317,7 @@ void matmul_gated(const Matrix& gate, const Matrix& up, const float* x, int n_to
   if (n_tok <= 0) return;
   if (gate.rows != up.rows) throw Error("matmul_gated: gate and up have different row counts");
   const Product ps[2] = {{&gate, gate_y}, {&up, up_y}};
-  check_shapes(ps);
-  if (g_observer)
-    for (const Product& p : ps) g_observer(*p.w, x, n_tok, g_observer_ctx);
-  Inputs in(ps, x, n_tok, pool);
+  Inputs in = start(ps, x, n_tok, pool);
   thread_local std::vector<Work> g, u;
   g.clear();
   u.clear();

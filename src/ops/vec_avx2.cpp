@@ -1,8 +1,8 @@
 // AVX2 element-wise kernels.
 // - Gated activations silu(g) * u and gelu_tanh(g) * u with a vector exp (Cephes' degree-6
 //   polynomial after reduction by ln 2; about 1 ulp), both in the form g / (1 + exp(-z)) * u.
-// - exp_shift (out = exp(x - shift)) and dot_rows (several dot products with one vector), for
-//   attention scores and weights.
+// - exp_shift (out = exp(x - shift)), for attention weights, and dot_rows (several dot products
+//   with one vector).
 // - axpy and scale with one rounding per multiply and per add, exactly as the scalar loops
 //   (compiled without FMA contraction), so they give the same bits; so do attn_scores and
 //   attn_values, attention over a page of cells (8 cells per vector for the scores).
