@@ -253,7 +253,8 @@ TEST(Ops, LookupFormatBatchesMatchSingleTokens) {
 // ---- Kernels on weights packed 8 rows at a time ----
 const GgmlType kPackFormats[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0,   GgmlType::Q4_1, GgmlType::Q5_1,
                                  GgmlType::IQ4_NL, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
-                                 GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::TQ2_0, GgmlType::F16, GgmlType::BF16};
+                                 GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::TQ2_0, GgmlType::F16, GgmlType::BF16,
+                                 GgmlType::IQ2_XS, GgmlType::IQ3_XXS};
 
 // Random rows (alternately quantized floats and raw random blocks), packed; activation rows
 // prepared as matmul prepares them.
@@ -340,12 +341,12 @@ TEST_P(PackedKernels, MatchesFileLayoutDotWithinRounding) {
     }
 }
 
-// Q2_K, Q3_K and TQ2_0: the packed kernels do the file-layout integer kernel's arithmetic, so a row
-// gives the same bits packed or not (the rows left over after the last group of 8 stay in file
-// layout).
-TEST(PackedKernels2, Q2KQ3KTQ2GiveTheFileLayoutKernelsBits) {
+// Q2_K, Q3_K, TQ2_0, IQ2_XS and IQ3_XXS: the packed kernels do the file-layout integer kernel's
+// arithmetic, so a row gives the same bits packed or not (the rows left over after the last group
+// of 8 stay in file layout).
+TEST(PackedKernels2, Q2KQ3KTQ2IQ2XSIQ3XXSGiveTheFileLayoutKernelsBits) {
   if (simd_tables().empty()) GTEST_SKIP() << "CPU has no AVX2";
-  for (GgmlType t : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::TQ2_0})
+  for (GgmlType t : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::TQ2_0, GgmlType::IQ2_XS, GgmlType::IQ3_XXS})
     for (int trial = 0; trial < 4; ++trial) {
       PackedCase c(t, 8, 256 * (1 + 3 * trial), 4, 40 + trial);
       for (const KernelTable* simd : simd_tables()) {
@@ -363,6 +364,28 @@ TEST(PackedKernels2, Q2KQ3KTQ2GiveTheFileLayoutKernelsBits) {
         }
       }
     }
+}
+
+// Prefill from a packed copy decodes it into the block the file-layout decoder makes of the same
+// rows, byte for byte.
+TEST(PackedKernels2, DecodedFromPackedIsDecodedFromFile) {
+  if (simd_tables().empty()) GTEST_SKIP() << "CPU has no AVX2";
+  int checked = 0;
+  for (GgmlType t : kPackFormats)
+    for (const KernelTable* simd : simd_tables()) {
+      const DecodePacked8Fn from_packed = simd->decode_packed8[static_cast<int>(t)];
+      const DecodeRows8Fn from_file = simd->decode_rows8[static_cast<int>(t)];
+      if (!from_packed || !from_file) continue;
+      for (int trial = 0; trial < 3; ++trial) {
+        PackedCase c(t, 8, 256 * (1 + trial), 1, 70 + trial);
+        std::vector<uint8_t> a(c.cols / 256 * kDecodedX8BlockBytes), b(a.size());
+        from_packed(c.cols, c.packed.data(), a.data());
+        from_file(c.cols, c.file.data(), c.row_stride, 8, b.data());
+        EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size())) << simd->isa << " " << type_name(t) << " trial " << trial;
+        ++checked;
+      }
+    }
+  EXPECT_GE(checked, 9);  // Q3_K, IQ2_XS, IQ3_XXS
 }
 
 // Through matmul: 5 packed groups plus 5 rows in file layout; the logits of a token must not

@@ -20,6 +20,12 @@ void apply_kv_options(const KvOptions& o, engine::SessionOptions& so) {
   so.kv_spill = o.spill;
 }
 
+void add_load_options(CLI::App* cmd, model::Model::LoadOptions& o) {
+  cmd->add_flag("--repack-iq", o.repack_grow,
+                "Repack IQ2_XS and IQ3_XXS weights into level codes at load: faster generation, "
+                "+54 % / +41 % weight memory");
+}
+
 std::vector<int32_t> parse_ids(const std::string& s) {
   std::vector<int32_t> ids;
   size_t pos = 0;

@@ -16,6 +16,7 @@ namespace strata::cli {
 
 namespace {
 struct BenchOptions {
+  model::Model::LoadOptions load;
   std::string model;
   KvOptions kv;
   int n_prompt = 512, n_gen = 128, threads = 0, reps = 3, batch = 512;
@@ -50,7 +51,7 @@ double weight_bytes_per_token(const model::Model& m) {
 
 void run_bench(const BenchOptions& o) {
   using clock = std::chrono::steady_clock;
-  auto m = model::Model::load(o.model);
+  auto m = model::Model::load(o.model, o.load);
   const auto& hp = m->hparams();
   engine::SessionOptions so;
   so.n_ctx = o.n_prompt + o.n_gen + 1;
@@ -146,6 +147,7 @@ void add_bench(CLI::App& app) {
   cmd->add_option("-r,--reps", o->reps, "Repetitions (median and spread are reported)")->check(CLI::PositiveNumber);
   cmd->add_option("-b,--batch", o->batch, "Prompt tokens per forward call")->check(CLI::PositiveNumber);
   add_kv_options(cmd, o->kv, "f16");
+  add_load_options(cmd, o->load);
   cmd->add_flag("--json", o->json, "Print one JSON object");
   cmd->callback([o] { run_bench(*o); });
 }

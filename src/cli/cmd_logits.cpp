@@ -11,6 +11,7 @@ namespace strata::cli {
 
 namespace {
 struct LogitsOptions {
+  model::Model::LoadOptions load;
   std::string model, prompt, ids, out;
   KvOptions kv;
   int threads = 0, ctx = 0, batch = 256;
@@ -18,7 +19,7 @@ struct LogitsOptions {
 
 void run_logits(const LogitsOptions& o) {
   if (o.prompt.empty() == o.ids.empty()) throw Error("give exactly one of -p/--prompt or --ids");
-  auto m = model::Model::load(o.model);
+  auto m = model::Model::load(o.model, o.load);
   std::vector<int32_t> ids;
   if (!o.ids.empty()) {
     ids = parse_ids(o.ids);
@@ -55,6 +56,7 @@ void add_logits(CLI::App& app) {
   cmd->add_option("--ctx", o->ctx, "Context size (default: the prompt length)")->check(CLI::NonNegativeNumber);
   cmd->add_option("-b,--batch", o->batch, "Tokens per forward call")->check(CLI::PositiveNumber);
   add_kv_options(cmd, o->kv, "f32");
+  add_load_options(cmd, o->load);
   cmd->callback([o] { run_logits(*o); });
 }
 

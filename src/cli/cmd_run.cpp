@@ -14,6 +14,7 @@ namespace strata::cli {
 namespace {
 
 struct RunOptions {
+  model::Model::LoadOptions load;
   std::string model, prompt, ids, system;
   KvOptions kv;
   int n_predict = 128, threads = 0, ctx = 4096, batch = 256;
@@ -73,7 +74,7 @@ void run_generate(const RunOptions& o) {
   if (o.chat && !o.ids.empty()) throw Error("--chat and --ids cannot be combined");
   if (!o.chat && o.prompt.empty() && o.ids.empty()) throw Error("give a prompt with -p, token ids with --ids, or --chat");
   if (!o.prompt.empty() && !o.ids.empty()) throw Error("give only one of -p/--prompt and --ids");
-  auto m = model::Model::load(o.model);
+  auto m = model::Model::load(o.model, o.load);
   auto tk = tok::Tokenizer::from_gguf(m->file());
   engine::SessionOptions so;
   so.n_ctx = o.ctx;
@@ -127,6 +128,7 @@ void add_run(CLI::App& app) {
   cmd->add_option("--ctx", o->ctx, "Context size in tokens")->check(CLI::PositiveNumber);
   cmd->add_option("-b,--batch", o->batch, "Prompt tokens per forward call")->check(CLI::PositiveNumber);
   add_kv_options(cmd, o->kv, "f16");
+  add_load_options(cmd, o->load);
   cmd->add_flag("--chat", o->chat, "Interactive chat using the model's chat format");
   cmd->add_option("--system", o->system, "System message for --chat");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at end-of-generation tokens");

@@ -11,6 +11,7 @@ namespace strata::cli {
 
 namespace {
 struct ServeOptions {
+  model::Model::LoadOptions load;
   std::string model, host = "127.0.0.1", api_key, kv = "f16", kv_spill, alias;
   int port = 8080, parallel = 4, ctx = 4096, threads = 0, kv_resident = 0, max_queue = 64, prefix_cache = -1;
   bool insecure = false;
@@ -37,7 +38,7 @@ void run_serve(const ServeOptions& o) {
   g_server = &srv;
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  auto m = model::Model::load(o.model);
+  auto m = model::Model::load(o.model, o.load);
   auto tk = tok::Tokenizer::from_gguf(m->file());
   engine::SchedulerOptions sc;
   sc.n_parallel = o.parallel;
@@ -72,6 +73,7 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--kv", o->kv, "KV cache format (f16, f32, int8, q4_0, k8v4)");
   cmd->add_option("--kv-resident", o->kv_resident, "Fast-tier KV cells per layer")->check(CLI::NonNegativeNumber);
   cmd->add_option("--kv-spill", o->kv_spill, "Directory for a file-backed KV backing tier");
+  add_load_options(cmd, o->load);
   cmd->add_option("--api-key", o->api_key, "Require this key (Bearer or x-api-key); also STRATA_API_KEY");
   cmd->add_option("--alias", o->alias, "Model name reported by /v1/models");
   cmd->add_flag("--insecure", o->insecure, "Allow a non-loopback address without an API key");

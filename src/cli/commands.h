@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include "engine/session.h"
+#include "model/model.h"
 
 namespace strata::cli {
 
@@ -30,6 +31,9 @@ struct KvOptions {
 void add_kv_options(CLI::App* cmd, KvOptions& o, const std::string& default_format);
 // Copies the options into a session's settings (validating the format name).
 void apply_kv_options(const KvOptions& o, strata::engine::SessionOptions& so);
+
+// --repack-iq (run, serve, bench, logits): Model::LoadOptions::repack_grow.
+void add_load_options(CLI::App* cmd, model::Model::LoadOptions& o);
 
 // Shared parsing helpers.
 std::vector<int32_t> parse_ids(const std::string& s);  // "1,2,3" -> {1,2,3}; throws on junk

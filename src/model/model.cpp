@@ -31,7 +31,7 @@ void Batch::resize(const HParams& hp, int n_tokens) {
   up.resize(N * hp.n_ff);
 }
 
-std::unique_ptr<Model> Model::load(const std::string& path) {
+std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& options) {
   std::unique_ptr<Model> m(new Model());
   m->file_ = gguf::File::open(path);
   auto arch = m->file_->get_string("general.architecture");
@@ -50,11 +50,11 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
     throw Error(path + ": " + e.what());
   }
   const char* repack = std::getenv("STRATA_REPACK");
-  if (!repack || std::strcmp(repack, "0") != 0) m->pack_weights();
+  if (!repack || std::strcmp(repack, "0") != 0) m->pack_weights(options.repack_grow);
   return m;
 }
 
-void Model::pack_weights() {
+void Model::pack_weights(bool grow) {
   std::vector<ops::Matrix*> mats = {&output};
   for (Layer& L : layers)
     for (ops::Matrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down}) mats.push_back(w);
@@ -70,6 +70,7 @@ void Model::pack_weights() {
   size_t total = 0;
   for (ops::Matrix* w : mats) {
     if (w->empty() || w->packed || !packable(w->type) || !k.gemm_x8[static_cast<int>(w->type)]) continue;
+    if (packing_grows(w->type) && !grow) continue;
     if (w->rows < kPackRows || w->cols % 32 != 0) continue;
     const Job j{w, w->rows / kPackRows, packed_group_bytes(w->type, w->cols), total};
     jobs.push_back(j);

@@ -72,7 +72,13 @@ struct ArchSpec {
 
 class Model {
  public:
-  static std::unique_ptr<Model> load(const std::string& path);
+  struct LoadOptions {
+    // Also repack the formats whose 8-row layout is larger than the file (IQ2_XS +54 %, IQ3_XXS
+    // +41 %; quant/gemm_x8.h): faster generation for more memory.
+    bool repack_grow = false;
+  };
+  static std::unique_ptr<Model> load(const std::string& path, const LoadOptions& options);
+  static std::unique_ptr<Model> load(const std::string& path) { return load(path, LoadOptions{}); }
 
   const HParams& hparams() const { return hp; }
   const gguf::File& file() const { return *file_; }
@@ -117,8 +123,9 @@ class Model {
   size_t packed_bytes() const { return packed_bytes_; }
 
  private:
-  // Copies every projection matrix whose format has a packed kernel into the 8-row layout.
-  void pack_weights();
+  // Copies every projection matrix whose format has a packed kernel into the 8-row layout (the
+  // layouts larger than the file only with grow).
+  void pack_weights(bool grow);
 
   std::unique_ptr<gguf::File> file_;
   const ArchSpec* arch_ = nullptr;

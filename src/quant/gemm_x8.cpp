@@ -7,6 +7,7 @@
 #include "common.h"
 #include "quant/dequant_blocks.h"
 #include "quant/fp16.h"
+#include "quant/iq_tables.h"
 #include "quant/kernels.h"
 
 namespace strata {
@@ -16,11 +17,17 @@ bool packable(GgmlType t) {
     case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q4_1: case GgmlType::Q5_1:
     case GgmlType::IQ4_NL: case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K:
     case GgmlType::Q6_K: case GgmlType::IQ4_XS: case GgmlType::TQ2_0: case GgmlType::F16: case GgmlType::BF16:
+    case GgmlType::IQ2_XS: case GgmlType::IQ3_XXS:
       return true;
     default:
       return false;
   }
 }
+
+bool packing_grows(GgmlType t) { return t == GgmlType::IQ2_XS || t == GgmlType::IQ3_XXS; }
+
+const int8_t kIq2xsCodeValues[16] = {8, 25, 43, 0, -8, -25, -43, 0, 8, 25, 43, 0, -8, -25, -43, 0};
+const int8_t kIq3xxsCodeValues[16] = {4, 12, 20, 28, 36, 44, 52, 62, -4, -12, -20, -28, -36, -44, -52, -62};
 
 size_t packed_group_bytes(GgmlType t, int64_t cols) {
   const size_t n = static_cast<size_t>(cols);
@@ -38,6 +45,8 @@ size_t packed_group_bytes(GgmlType t, int64_t cols) {
     case GgmlType::Q5_K: return n / 256 * sizeof(BlockQ5_Kx8);
     case GgmlType::Q6_K: return n / 256 * sizeof(BlockQ6_Kx8);
     case GgmlType::IQ4_XS: return n / 256 * sizeof(BlockIQ4_XSx8);
+    case GgmlType::IQ2_XS: return n / 256 * sizeof(BlockIQ2_XSx8);
+    case GgmlType::IQ3_XXS: return n / 256 * sizeof(BlockIQ3_XXSx8);
     case GgmlType::F16: case GgmlType::BF16: return n * 8 * sizeof(uint16_t);
     default: throw Error("no packed layout for " + type_name(t));
   }
@@ -192,6 +201,55 @@ void pack_rows8(GgmlType t, const uint8_t* rows, size_t stride, int64_t cols, ui
         }
       return;
     }
+    case GgmlType::IQ2_XS: {
+      // Each value's level from the grid's packed level codes, its sign from the group's 7 stored
+      // bits and their parity bit; placed as Q2_K's codes and Q3_K's high bits.
+      const iq::Tables& tab = iq::tables();
+      auto* out = reinterpret_cast<BlockIQ2_XSx8*>(dst);
+      for (int64_t ib = 0; ib < cols / 256; ++ib) {
+        std::memset(out[ib].qs, 0, sizeof out[ib].qs);
+        std::memset(out[ib].hm, 0, sizeof out[ib].hm);
+        for (int r = 0; r < 8; ++r) {
+          const auto& b = file_block<BlockIQ2_XS>(rows, stride, r, ib);
+          out[ib].d[r] = b.d;
+          for (int s = 0; s < 16; ++s) out[ib].sc[s][r] = static_cast<int8_t>(2 * ((b.scales[s / 2] >> (4 * (s % 2))) & 15) + 1);
+          for (int k = 0; k < 256; ++k) {
+            const uint16_t v = b.qs[k / 8];
+            const int level = (iq::kIq2xsGridPacked[v & 511] >> (2 * (k % 8))) & 3;
+            const int sign = (tab.ksigns[v >> 9] >> (k % 8)) & 1;
+            const int l = k % 32, at = (l / 4) * 32 + r * 4 + l % 4, j = (k % 128) / 32;
+            out[ib].qs[(k / 128) * 256 + at] |= static_cast<uint8_t>(level << (2 * j));
+            out[ib].hm[at] |= static_cast<uint8_t>(sign << (k / 32));
+          }
+        }
+      }
+      return;
+    }
+    case GgmlType::IQ3_XXS: {
+      // Nibbles level | sign << 3 in IQ4_XS's places.
+      const iq::Tables& tab = iq::tables();
+      auto* out = reinterpret_cast<BlockIQ3_XXSx8*>(dst);
+      for (int64_t ib = 0; ib < cols / 256; ++ib) {
+        std::memset(out[ib].qs, 0, sizeof out[ib].qs);
+        for (int r = 0; r < 8; ++r) {
+          const auto& b = file_block<BlockIQ3_XXS>(rows, stride, r, ib);
+          out[ib].d[r] = b.d;
+          for (int sub = 0; sub < 8; ++sub) {
+            uint32_t aux;
+            std::memcpy(&aux, b.scales_signs + 4 * sub, 4);
+            out[ib].sc[sub][r] = static_cast<int8_t>(2 * (aux >> 28) + 1);
+            for (int l = 0; l < 32; ++l) {
+              const int level = (iq::kIq3xxsGridPacked[b.qs[8 * sub + l / 4]] >> (4 * (l % 4))) & 7;
+              const int sign = (tab.ksigns[(aux >> (7 * (l / 8))) & 127] >> (l % 8)) & 1;
+              const int code = level | sign << 3;
+              uint8_t& byte = out[ib].qs[sub * 128 + ((l % 16) / 4) * 32 + r * 4 + l % 4];
+              byte |= static_cast<uint8_t>(l < 16 ? code : code << 4);
+            }
+          }
+        }
+      }
+      return;
+    }
     case GgmlType::F16: case GgmlType::BF16: {
       auto* out = reinterpret_cast<uint16_t*>(dst);
       for (int r = 0; r < 8; ++r) {
@@ -281,7 +339,9 @@ void gemm_k_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const 
       float acc = 0.f, mins = 0.f;
       for (int64_t ib = 0; ib < n / 256; ++ib) {
         const BlockQ8_K& y = q8_k_at(xq, xs, t, ib);
-        acc = std::fma(fp16_to_fp32(b[ib].d[r]) * y.d, static_cast<float>(F::isum(b[ib], r, y)), acc);
+        float d = fp16_to_fp32(b[ib].d[r]);
+        if constexpr (requires { F::kD; }) d *= F::kD;  // the file kernel's block factor
+        acc = std::fma(d * y.d, static_cast<float>(F::isum(b[ib], r, y)), acc);
         if constexpr (F::kMins == Mins::InChain)
           acc = std::fma(-(fp16_to_fp32(b[ib].dmin[r]) * y.d), static_cast<float>(F::msum(b[ib], r, y)), acc);
         if constexpr (F::kMins == Mins::Apart)
@@ -390,6 +450,29 @@ struct SumIQ4_XS {
   }
 };
 
+// IQ2_XS, IQ3_XXS: signed values from the codes; the block factors and integer totals of the
+// file-layout kernels (d / 8 and d / 4, sub-scales 2s + 1), so both layouts give the same bits.
+struct SumIQ2_XS {
+  using Packed = BlockIQ2_XSx8;
+  static constexpr Mins kMins = Mins::None;
+  static constexpr float kD = 0.125f;
+  static int32_t isum(const Packed& b, int r, const BlockQ8_K& y) {
+    return scaled_sums<16>(y, [&](int s) { return b.sc[s][r]; }, [&](int k) {
+      const int l = k % 32, sign = (b.hm[(l / 4) * 32 + r * 4 + l % 4] >> (k / 32)) & 1;
+      return kIq2xsCodeValues[code2_x8(b.qs, r, k) | sign << 2];
+    });
+  }
+};
+struct SumIQ3_XXS {
+  using Packed = BlockIQ3_XXSx8;
+  static constexpr Mins kMins = Mins::None;
+  static constexpr float kD = 0.25f;
+  static int32_t isum(const Packed& b, int r, const BlockQ8_K& y) {
+    return scaled_sums<32>(y, [&](int s) { return b.sc[s][r]; },
+                           [&](int k) { return kIq3xxsCodeValues[nibble_x8(b.qs + k / 32 * 128, r, k % 32)]; });
+  }
+};
+
 // F16, BF16: one chain per output over the columns in order.
 template <float (*Widen)(uint16_t)>
 void gemm_half_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, int ntok,
@@ -432,6 +515,8 @@ void fill_scalar_gemm_x8(KernelTable& t) {
   t.gemm_x8[static_cast<int>(GgmlType::Q5_K)] = gemm_k_scalar<SumQ45_K<BlockQ5_Kx8>>;
   t.gemm_x8[static_cast<int>(GgmlType::Q6_K)] = gemm_k_scalar<SumQ6_K>;
   t.gemm_x8[static_cast<int>(GgmlType::IQ4_XS)] = gemm_k_scalar<SumIQ4_XS>;
+  t.gemm_x8[static_cast<int>(GgmlType::IQ2_XS)] = gemm_k_scalar<SumIQ2_XS>;
+  t.gemm_x8[static_cast<int>(GgmlType::IQ3_XXS)] = gemm_k_scalar<SumIQ3_XXS>;
   t.gemm_x8[static_cast<int>(GgmlType::F16)] = gemm_half_scalar<fp16_to_fp32>;
   t.gemm_x8[static_cast<int>(GgmlType::BF16)] = gemm_half_scalar<bf16_to_fp32>;
   // The same group counts per call as the SIMD tables (the bits do not depend on them).

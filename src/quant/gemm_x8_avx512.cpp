@@ -409,7 +409,7 @@ template <int G, int NT> struct GQ5_0x16 { static constexpr auto f = unsigned32_
 template <int G, int NT> struct GQ4_Kx16 { static constexpr auto f = q45_k_groups_512<BlockQ4_Kx8, G, NT>; };
 template <int G, int NT> struct GQ5_Kx16 { static constexpr auto f = q45_k_groups_512<BlockQ5_Kx8, G, NT>; };
 template <int G, int NT> struct GQ6_Kx16 { static constexpr auto f = k_groups_512<gemm_q6_k<NT>, q6_k_pair_512<NT>, G, NT>; };
-template <int G, int NT> struct GIQ4_XSx16 { static constexpr auto f = k_groups_512<gemm_iq4_xs<NT>, iq4_xs_pair_512<NT>, G, NT>; };
+template <int G, int NT> struct GIQ4_XSx16 { static constexpr auto f = k_groups_512<gemm_nibble_values<IQ4_XSValues, NT>, iq4_xs_pair_512<NT>, G, NT>; };
 template <int G, int NT> struct GQ8_0x16 { static constexpr auto f = signed32_groups_512<Q8_0x16, Q8_0x8, G, NT>; };
 template <int G, int NT> struct GIQ4_NLx16 { static constexpr auto f = signed32_groups_512<IQ4_NLx16, IQ4_NLx8, G, NT>; };
 

@@ -533,6 +533,102 @@ void decode_packed8_q23(int n, const uint8_t* w, uint8_t* out) {
   }
 }
 
+// IQ2_XS in its grown layout: a value's level (0..2) is Q2_K's code place, its sign Q3_K's high
+// bit. Per 32-byte vector of codes: one shuffle gives the unsigned levels (8, 25, 43), and the
+// sign bit, shifted to the top of its byte, goes onto the broadcast activations. Two maddubs
+// results (each pair below 2*43*127) sum exactly in 16 bits before madd applies the rows'
+// sub-scales 2s + 1. The integer totals and float steps are those of the file-layout kernel.
+template <int NT>
+void gemm_iq2_xs(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {
+  const auto* b = reinterpret_cast<const BlockIQ2_XSx8*>(w);
+  const __m128i l128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq2xsCodeValues));
+  const __m256i levels = _mm256_set_m128i(l128, l128);  // entries 0..3: 8, 25, 43, 0
+  const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+  __m256 acc[NT];
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int ib = 0; ib < n / 256; ++ib) {
+    const BlockIQ2_XSx8& B = b[ib];
+    prefetch_ahead(b + ib);
+    const BlockQ8_K* y[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
+    __m256i isum[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+    STRATA_UNROLL for (int h = 0; h < 2; ++h) STRATA_UNROLL for (int j = 0; j < 4; ++j) {
+      const int bit = 4 * h + j;  // the sign's bit in the high-mask bytes
+      STRATA_UNROLL for (int q = 0; q < 2; ++q) {  // sub-block 8h + 2j + q: groups g8 = 4q..4q+3
+        const int s = 8 * h + 2 * j + q;
+        const __m256i sc = row_bytes_paired<true>(B.sc[s]);
+        STRATA_UNROLL for (int k2 = 0; k2 < 4; k2 += 2) {
+          __m256i s16[NT];
+          STRATA_UNROLL for (int k = k2; k < k2 + 2; ++k) {
+            const int g8 = 4 * q + k;
+            const __m256i v = load256(B.qs + (8 * h + g8) * 32);
+            const __m256i a = _mm256_shuffle_epi8(levels, _mm256_and_si256(j ? _mm256_srli_epi16(v, 2 * j) : v, m3));
+            // 16-bit shift: the top bit of each byte comes from its own byte; or 1: never zero
+            const __m256i sg = _mm256_or_si256(_mm256_slli_epi16(load256(B.hm + g8 * 32), 7 - bit), one);
+            STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+              const __m256i p = _mm256_maddubs_epi16(a, _mm256_sign_epi8(bcast4(y[t]->qs + 16 * s + 4 * k), sg));
+              s16[t] = k > k2 ? _mm256_add_epi16(s16[t], p) : p;
+              STRATA_KEEP(s16[t]);
+            }
+          }
+          STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc));
+            STRATA_KEEP(isum[t]);
+          }
+        }
+      }
+    }
+    const __m256 dw = _mm256_mul_ps(load_d8(B.d), _mm256_set1_ps(0.125f));
+    STRATA_UNROLL for (int t = 0; t < NT; ++t)
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(y[t]->d)), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+  }
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, acc[t]);
+}
+
+// Packed IQ2_XS and IQ3_XXS groups as DecodedX8Block (prefill with more than 4 activation rows),
+// the block the file-layout decoder (decode_rows8) makes from the same rows.
+inline void decode_packed8_iq2_xs(int n, const uint8_t* w, uint8_t* out) {
+  const auto* b = reinterpret_cast<const BlockIQ2_XSx8*>(w);
+  auto* db = reinterpret_cast<DecodedX8Block*>(out);
+  const __m128i l128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq2xsCodeValues));
+  const __m256i values = _mm256_set_m128i(l128, l128);
+  for (int ib = 0; ib < n / 256; ++ib) {
+    const BlockIQ2_XSx8& B = b[ib];
+    DecodedX8Block& D = db[ib];
+    _mm256_storeu_ps(D.d, _mm256_mul_ps(load_d8(B.d), _mm256_set1_ps(0.125f)));
+    for (int s = 0; s < 16; ++s) _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.sc[s]), row_bytes_paired<true>(B.sc[s]));
+    STRATA_UNROLL for (int h = 0; h < 2; ++h) STRATA_UNROLL for (int j = 0; j < 4; ++j) for (int g8 = 0; g8 < 8; ++g8)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.v[32 * h + 8 * j + g8]), _mm256_shuffle_epi8(values, q23_k_codes(B, h, j, g8)));
+    _mm256_storeu_ps(D.dmin, _mm256_setzero_ps());
+    std::memset(D.mn, 0, sizeof D.mn);
+  }
+}
+inline void decode_packed8_iq3_xxs(int n, const uint8_t* w, uint8_t* out) {
+  const auto* b = reinterpret_cast<const BlockIQ3_XXSx8*>(w);
+  auto* db = reinterpret_cast<DecodedX8Block*>(out);
+  const __m128i l128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq3xxsCodeValues));
+  const __m256i values = _mm256_set_m128i(l128, l128), m4 = _mm256_set1_epi8(0x0F);
+  for (int ib = 0; ib < n / 256; ++ib) {
+    const BlockIQ3_XXSx8& B = b[ib];
+    DecodedX8Block& D = db[ib];
+    _mm256_storeu_ps(D.d, _mm256_mul_ps(load_d8(B.d), _mm256_set1_ps(0.25f)));
+    for (int sub = 0; sub < 8; ++sub) {
+      const __m256i sc = row_bytes_paired<true>(B.sc[sub]);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.sc[2 * sub]), sc);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.sc[2 * sub + 1]), sc);
+      for (int g = 0; g < 4; ++g) {  // values 32sub + 4g.. (low nibbles) and 32sub + 16 + 4g.. (high)
+        const __m256i v = load256(B.qs + sub * 128 + g * 32);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.v[8 * sub + g]), _mm256_shuffle_epi8(values, _mm256_and_si256(v, m4)));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.v[8 * sub + 4 + g]),
+                            _mm256_shuffle_epi8(values, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4)));
+      }
+    }
+    _mm256_storeu_ps(D.dmin, _mm256_setzero_ps());
+    std::memset(D.mn, 0, sizeof D.mn);
+  }
+}
+
 // Q6_K: codes up to 63, so two maddubs results (2 * 2*63*127 = 32004) sum exactly in 16 bits
 // before the row's 8-bit group scale is applied. One pass over H = 0..15 builds the codes of
 // groups H, H+16, H+32 and H+48 from two low-nibble loads and one high-bit load.
@@ -615,17 +711,27 @@ void gemm_q6_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8Bl
 
 // IQ4_XS: the nibbles index the 16 IQ4_NL levels (signed, up to 127 in magnitude), so the sign
 // goes onto the activations and each maddubs result (pairs below 2*127*127) is scaled by the
-// row's sub-block scale through madd at once.
-template <int NT>
-void gemm_iq4_xs(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {
-  const auto* b = reinterpret_cast<const BlockIQ4_XSx8*>(w);
+// row's sub-block scale through madd at once. IQ3_XXS's grown layout is the same with its own
+// 16 values (levels and signs) and block factor d / 4.
+struct IQ4_XSValues {
+  using Packed = BlockIQ4_XSx8;
+  static const int8_t* values() { return kIq4nlValues; }
+};
+struct IQ3_XXSValues {
+  using Packed = BlockIQ3_XXSx8;
+  static const int8_t* values() { return kIq3xxsCodeValues; }
+  static constexpr float kD = 0.25f;
+};
+template <typename L, int NT>
+void gemm_nibble_values(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {
+  const auto* b = reinterpret_cast<const typename L::Packed*>(w);
   const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const __m128i t128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
+  const __m128i t128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(L::values()));
   const __m256i levels = _mm256_set_m128i(t128, t128);
   __m256 acc[NT];
   STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int ib = 0; ib < n / 256; ++ib) {
-    const BlockIQ4_XSx8& B = b[ib];
+    const auto& B = b[ib];
     prefetch_ahead(b + ib);
     const BlockQ8_K* y[NT];
     STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
@@ -672,7 +778,8 @@ void gemm_iq4_xs(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8
       }
     }
 #endif
-    const __m256 dw = load_d8(B.d);
+    __m256 dw = load_d8(B.d);
+    if constexpr (requires { L::kD; }) dw = _mm256_mul_ps(dw, _mm256_set1_ps(L::kD));  // the file kernel's block factor
     STRATA_UNROLL for (int t = 0; t < NT; ++t)
       acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(y[t]->d)), _mm256_cvtepi32_ps(isum[t]), acc[t]);
   }
@@ -763,7 +870,9 @@ template <int NT> struct KTQ2_0 { static constexpr auto f = gemm_tq2_0<NT>; };
 template <int NT> struct KQ4_K { static constexpr auto f = gemm_q45_k<BlockQ4_Kx8, NT>; };
 template <int NT> struct KQ5_K { static constexpr auto f = gemm_q45_k<BlockQ5_Kx8, NT>; };
 template <int NT> struct KQ6_K { static constexpr auto f = gemm_q6_k<NT>; };
-template <int NT> struct KIQ4_XS { static constexpr auto f = gemm_iq4_xs<NT>; };
+template <int NT> struct KIQ4_XS { static constexpr auto f = gemm_nibble_values<IQ4_XSValues, NT>; };
+template <int NT> struct KIQ3_XXS { static constexpr auto f = gemm_nibble_values<IQ3_XXSValues, NT>; };
+template <int NT> struct KIQ2_XS { static constexpr auto f = gemm_iq2_xs<NT>; };
 
 }  // namespace
 }  // namespace strata
