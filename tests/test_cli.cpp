@@ -232,6 +232,30 @@ TEST(Cli, ImatrixThenQuantizeWithIt) {
   for (const auto& p : {f32, text, im, q}) std::remove(p.c_str());
 }
 
+// --repack-iq: the grown IQ2_XS and IQ3_XXS layouts give the file layout's bits, so the same
+// greedy tokens, and bench reports the larger repacked size.
+TEST(Cli, RepackIqKeepsOutputAndReportsItsMemory) {
+  for (const char* type : {"IQ2_XS", "IQ3_XXS"}) {
+    const std::string f = std::string("/tmp/strata_cli_repack_") + type + ".gguf";
+    auto r = run("synth --arch llama --preset tiny --type " + std::string(type) + " --vocab-from " +
+                 test::model_path("stories260K") + " -o " + f);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const std::string gen = "run -m " + f + " -p \"Once upon a time\" -n 12 --temp 0 --ignore-eos --print-ids -t 2";
+    auto plain = run(gen), grown = run(gen + " --repack-iq");
+    ASSERT_EQ(plain.code, 0) << plain.err;
+    ASSERT_EQ(grown.code, 0) << grown.err;
+    EXPECT_EQ(last_line(plain.out), last_line(grown.out)) << type;
+    auto bytes = [&](const std::string& extra) {
+      auto b = run("bench -m " + f + " -p 8 -n 2 -r 1 -t 2 --json" + extra);
+      EXPECT_EQ(b.code, 0) << b.err;
+      return nlohmann::json::parse(b.out)["repacked_bytes"].get<double>();
+    };
+    const double without = bytes(""), with = bytes(" --repack-iq");
+    EXPECT_GT(with, without * 1.3) << type;  // the block matrices grow by 41-54 %
+    std::remove(f.c_str());
+  }
+}
+
 TEST(Cli, KvMatrixHasOneRowPerConfigurationAndContext) {
   auto r = run("kv-matrix -m " + test::model_path("tiny-llama-F16") + " --kv k8v4 --kv-resident 32 --ctx 256,300 -n 24 --depths 50 --json");
   ASSERT_EQ(r.code, 0) << r.err;

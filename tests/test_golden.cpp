@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "engine/sampler.h"
@@ -194,6 +195,20 @@ TEST_P(GoldenQuant, KlAndTop1WithinBounds) {
   EXPECT_LT(c.mean_kl, GetParam().max_kl);
   EXPECT_GE(c.top1_agree, c.n * 95 / 100);
   std::printf("  %s: mean KL %.3e, top-1 %d/%d, max |diff| %.4f\n", GetParam().model, c.mean_kl, c.top1_agree, c.n, c.max_abs);
+}
+
+// The grown IQ2_XS / IQ3_XXS layouts (LoadOptions::repack_grow) give the file layout's logits, bit
+// for bit, on the whole models.
+TEST(GoldenQuantGrown, IqLayoutsGiveTheFileLayoutLogits) {
+  for (const char* name : {"tiny-llama-IQ2_XS", "tiny-qwen3-IQ2_XS", "tiny-llama-IQ3_XXS", "tiny-qwen3-IQ3_XXS"}) {
+    auto plain = model::Model::load(test::model_path(name));
+    auto grown = model::Model::load(test::model_path(name), {.repack_grow = true});
+    EXPECT_GT(grown->packed_bytes(), plain->packed_bytes()) << name;
+    Oracle o = load_oracle(name, "p3_story200");
+    const std::vector<float> a = run_logits(*plain, o.ids), b = run_logits(*grown, o.ids);
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << name;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GoldenQuant,
