@@ -232,10 +232,10 @@ TEST(Cli, ImatrixThenQuantizeWithIt) {
   for (const auto& p : {f32, text, im, q}) std::remove(p.c_str());
 }
 
-// --repack-iq: the grown IQ2_XS and IQ3_XXS layouts give the file layout's bits, so the same
-// greedy tokens, and bench reports the larger repacked size.
+// --repack-iq: the lattice i-quants' grown layouts give the file layout's bits, so the same greedy
+// tokens, and bench reports the larger repacked size.
 TEST(Cli, RepackIqKeepsOutputAndReportsItsMemory) {
-  for (const char* type : {"IQ2_XS", "IQ3_XXS"}) {
+  for (const char* type : {"IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S"}) {
     const std::string f = std::string("/tmp/strata_cli_repack_") + type + ".gguf";
     auto r = run("synth --arch llama --preset tiny --type " + std::string(type) + " --vocab-from " +
                  test::model_path("stories260K") + " -o " + f);
@@ -251,7 +251,7 @@ TEST(Cli, RepackIqKeepsOutputAndReportsItsMemory) {
       return nlohmann::json::parse(b.out)["repacked_bytes"].get<double>();
     };
     const double without = bytes(""), with = bytes(" --repack-iq");
-    EXPECT_GT(with, without * 1.3) << type;  // the block matrices grow by 41-54 %
+    EXPECT_GT(with, without * 1.2) << type;  // the block matrices grow by 25-73 %
     std::remove(f.c_str());
   }
 }

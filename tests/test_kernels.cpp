@@ -254,7 +254,7 @@ TEST(Ops, LookupFormatBatchesMatchSingleTokens) {
 const GgmlType kPackFormats[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0,   GgmlType::Q4_1, GgmlType::Q5_1,
                                  GgmlType::IQ4_NL, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
                                  GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::TQ2_0, GgmlType::F16, GgmlType::BF16,
-                                 GgmlType::IQ2_XS, GgmlType::IQ3_XXS};
+                                 GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S, GgmlType::IQ3_XXS, GgmlType::IQ3_S};
 
 // Random rows (alternately quantized floats and raw random blocks), packed; activation rows
 // prepared as matmul prepares them.
@@ -341,12 +341,13 @@ TEST_P(PackedKernels, MatchesFileLayoutDotWithinRounding) {
     }
 }
 
-// Q2_K, Q3_K, TQ2_0, IQ2_XS and IQ3_XXS: the packed kernels do the file-layout integer kernel's
-// arithmetic, so a row gives the same bits packed or not (the rows left over after the last group
-// of 8 stay in file layout).
-TEST(PackedKernels2, Q2KQ3KTQ2IQ2XSIQ3XXSGiveTheFileLayoutKernelsBits) {
+// Q2_K, Q3_K, TQ2_0 and the lattice i-quants: the packed kernels do the file-layout integer
+// kernel's arithmetic, so a row gives the same bits packed or not (the rows left over after the
+// last group of 8 stay in file layout).
+TEST(PackedKernels2, KAndLatticeQuantsGiveTheFileLayoutKernelsBits) {
   if (simd_tables().empty()) GTEST_SKIP() << "CPU has no AVX2";
-  for (GgmlType t : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::TQ2_0, GgmlType::IQ2_XS, GgmlType::IQ3_XXS})
+  for (GgmlType t : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::TQ2_0, GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S,
+                     GgmlType::IQ3_XXS, GgmlType::IQ3_S})
     for (int trial = 0; trial < 4; ++trial) {
       PackedCase c(t, 8, 256 * (1 + 3 * trial), 4, 40 + trial);
       for (const KernelTable* simd : simd_tables()) {
@@ -385,7 +386,7 @@ TEST(PackedKernels2, DecodedFromPackedIsDecodedFromFile) {
         ++checked;
       }
     }
-  EXPECT_GE(checked, 9);  // Q3_K, IQ2_XS, IQ3_XXS
+  EXPECT_GE(checked, 18);  // Q3_K and the five lattice i-quants
 }
 
 // Through matmul: 5 packed groups plus 5 rows in file layout; the logits of a token must not

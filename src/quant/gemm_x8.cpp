@@ -17,17 +17,21 @@ bool packable(GgmlType t) {
     case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q4_1: case GgmlType::Q5_1:
     case GgmlType::IQ4_NL: case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K:
     case GgmlType::Q6_K: case GgmlType::IQ4_XS: case GgmlType::TQ2_0: case GgmlType::F16: case GgmlType::BF16:
-    case GgmlType::IQ2_XS: case GgmlType::IQ3_XXS:
+    case GgmlType::IQ2_XXS: case GgmlType::IQ2_XS: case GgmlType::IQ2_S: case GgmlType::IQ3_XXS: case GgmlType::IQ3_S:
       return true;
     default:
       return false;
   }
 }
 
-bool packing_grows(GgmlType t) { return t == GgmlType::IQ2_XS || t == GgmlType::IQ3_XXS; }
+bool packing_grows(GgmlType t) {
+  return t == GgmlType::IQ2_XXS || t == GgmlType::IQ2_XS || t == GgmlType::IQ2_S || t == GgmlType::IQ3_XXS ||
+         t == GgmlType::IQ3_S;
+}
 
-const int8_t kIq2xsCodeValues[16] = {8, 25, 43, 0, -8, -25, -43, 0, 8, 25, 43, 0, -8, -25, -43, 0};
+const int8_t kIq2LevelValues[16] = {8, 25, 43, 0, -8, -25, -43, 0, 8, 25, 43, 0, -8, -25, -43, 0};
 const int8_t kIq3xxsCodeValues[16] = {4, 12, 20, 28, 36, 44, 52, 62, -4, -12, -20, -28, -36, -44, -52, -62};
+const int8_t kIq3sCodeValues[16] = {1, 3, 5, 7, 9, 11, 13, 15, -1, -3, -5, -7, -9, -11, -13, -15};
 
 size_t packed_group_bytes(GgmlType t, int64_t cols) {
   const size_t n = static_cast<size_t>(cols);
@@ -45,8 +49,8 @@ size_t packed_group_bytes(GgmlType t, int64_t cols) {
     case GgmlType::Q5_K: return n / 256 * sizeof(BlockQ5_Kx8);
     case GgmlType::Q6_K: return n / 256 * sizeof(BlockQ6_Kx8);
     case GgmlType::IQ4_XS: return n / 256 * sizeof(BlockIQ4_XSx8);
-    case GgmlType::IQ2_XS: return n / 256 * sizeof(BlockIQ2_XSx8);
-    case GgmlType::IQ3_XXS: return n / 256 * sizeof(BlockIQ3_XXSx8);
+    case GgmlType::IQ2_XXS: case GgmlType::IQ2_XS: case GgmlType::IQ2_S: return n / 256 * sizeof(BlockIQ2Levelsx8);
+    case GgmlType::IQ3_XXS: case GgmlType::IQ3_S: return n / 256 * sizeof(BlockIQ3Levelsx8);
     case GgmlType::F16: case GgmlType::BF16: return n * 8 * sizeof(uint16_t);
     default: throw Error("no packed layout for " + type_name(t));
   }
@@ -117,6 +121,89 @@ void pack_k_rows8(const uint8_t* rows, size_t stride, int64_t cols, uint8_t* dst
       for (int j = 0; j < 4; ++j) interleave4(out[ib].qs + j * 256, b.qs + 32 * j, r, 8);
       if constexpr (requires { b.qh; }) interleave4(out[ib].qh, b.qh, r, 8);
     }
+}
+
+// The lattice i-quants spelled out (the grown layouts): value k of a block as its level (the grid
+// entry's packed level code), its sign bit and the odd sub-scale 2s + 1 of its 16 values
+// (IQ2) or 32 values (IQ3), read the way the file-layout decoders read them (dequant_blocks.h).
+struct LatticeValue {
+  int level, sign;
+};
+inline LatticeValue lattice_value(const BlockIQ2_XXS& b, int k) {
+  const int c = k / 32, l = (k % 32) / 8;
+  const uint32_t idx = b.qs[4 * c] | static_cast<uint32_t>(b.qs[4 * c + 1]) << 16;
+  const uint32_t aux = b.qs[4 * c + 2] | static_cast<uint32_t>(b.qs[4 * c + 3]) << 16;
+  return {(iq::kIq2xxsGridPacked[(idx >> (8 * l)) & 0xFF] >> (2 * (k % 8))) & 3,
+          (iq::tables().ksigns[(aux >> (7 * l)) & 127] >> (k % 8)) & 1};
+}
+inline int odd_scale16(const BlockIQ2_XXS& b, int s) { return 2 * static_cast<int>(b.qs[4 * (s / 2) + 3] >> 12) + 1; }
+inline LatticeValue lattice_value(const BlockIQ2_XS& b, int k) {
+  const uint16_t v = b.qs[k / 8];
+  return {(iq::kIq2xsGridPacked[v & 511] >> (2 * (k % 8))) & 3, (iq::tables().ksigns[v >> 9] >> (k % 8)) & 1};
+}
+inline int odd_scale16(const BlockIQ2_XS& b, int s) { return 2 * ((b.scales[s / 2] >> (4 * (s % 2))) & 15) + 1; }
+inline LatticeValue lattice_value(const BlockIQ2_S& b, int k) {
+  const int c = k / 32, l = (k % 32) / 8, g = k / 8;
+  return {(iq::kIq2sGridPacked[b.qs[g] | ((b.qh[c] >> (2 * l)) & 3) << 8] >> (2 * (k % 8))) & 3, (b.signs[g] >> (k % 8)) & 1};
+}
+inline int odd_scale16(const BlockIQ2_S& b, int s) { return 2 * ((b.scales[s / 2] >> (4 * (s % 2))) & 15) + 1; }
+inline LatticeValue lattice_value(const BlockIQ3_XXS& b, int k) {
+  const int c = k / 32, l = (k % 32) / 8;
+  uint32_t aux;
+  std::memcpy(&aux, b.scales_signs + 4 * c, 4);
+  return {(iq::kIq3xxsGridPacked[b.qs[8 * c + 2 * l + (k % 8) / 4]] >> (4 * (k % 4))) & 7,
+          (iq::tables().ksigns[(aux >> (7 * l)) & 127] >> (k % 8)) & 1};
+}
+inline int odd_scale32(const BlockIQ3_XXS& b, int c) {
+  uint32_t aux;
+  std::memcpy(&aux, b.scales_signs + 4 * c, 4);
+  return 2 * static_cast<int>(aux >> 28) + 1;
+}
+inline LatticeValue lattice_value(const BlockIQ3_S& b, int k) {
+  const int c = k / 32, l = (k % 32) / 8, half = (k % 8) / 4;
+  const int idx = b.qs[8 * c + 2 * l + half] | ((b.qh[c] >> (2 * l + half)) & 1) << 8;
+  return {(iq::kIq3sGridPacked[idx] >> (4 * (k % 4))) & 7, (b.signs[4 * c + l] >> (k % 8)) & 1};
+}
+inline int odd_scale32(const BlockIQ3_S& b, int c) { return 2 * ((b.scales[c / 2] >> (4 * (c % 2))) & 15) + 1; }
+
+// IQ2: levels in Q2_K's code places, signs in Q3_K's high-mask places.
+template <typename Block>
+void pack_iq2_rows8(const uint8_t* rows, size_t stride, int64_t cols, uint8_t* dst) {
+  auto* out = reinterpret_cast<BlockIQ2Levelsx8*>(dst);
+  for (int64_t ib = 0; ib < cols / 256; ++ib) {
+    std::memset(out[ib].qs, 0, sizeof out[ib].qs);
+    std::memset(out[ib].hm, 0, sizeof out[ib].hm);
+    for (int r = 0; r < 8; ++r) {
+      const auto& b = file_block<Block>(rows, stride, r, ib);
+      out[ib].d[r] = b.d;
+      for (int s = 0; s < 16; ++s) out[ib].sc[s][r] = static_cast<int8_t>(odd_scale16(b, s));
+      for (int k = 0; k < 256; ++k) {
+        const LatticeValue v = lattice_value(b, k);
+        const int l = k % 32, at = (l / 4) * 32 + r * 4 + l % 4;
+        out[ib].qs[(k / 128) * 256 + at] |= static_cast<uint8_t>(v.level << (2 * ((k % 128) / 32)));
+        out[ib].hm[at] |= static_cast<uint8_t>(v.sign << (k / 32));
+      }
+    }
+  }
+}
+// IQ3: nibbles level | sign << 3 in IQ4_XS's places.
+template <typename Block>
+void pack_iq3_rows8(const uint8_t* rows, size_t stride, int64_t cols, uint8_t* dst) {
+  auto* out = reinterpret_cast<BlockIQ3Levelsx8*>(dst);
+  for (int64_t ib = 0; ib < cols / 256; ++ib) {
+    std::memset(out[ib].qs, 0, sizeof out[ib].qs);
+    for (int r = 0; r < 8; ++r) {
+      const auto& b = file_block<Block>(rows, stride, r, ib);
+      out[ib].d[r] = b.d;
+      for (int c = 0; c < 8; ++c) out[ib].sc[c][r] = static_cast<int8_t>(odd_scale32(b, c));
+      for (int k = 0; k < 256; ++k) {
+        const LatticeValue v = lattice_value(b, k);
+        const int code = v.level | v.sign << 3, l = k % 32;
+        uint8_t& byte = out[ib].qs[(k / 32) * 128 + ((l % 16) / 4) * 32 + r * 4 + l % 4];
+        byte |= static_cast<uint8_t>(l < 16 ? code : code << 4);
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -201,55 +288,11 @@ void pack_rows8(GgmlType t, const uint8_t* rows, size_t stride, int64_t cols, ui
         }
       return;
     }
-    case GgmlType::IQ2_XS: {
-      // Each value's level from the grid's packed level codes, its sign from the group's 7 stored
-      // bits and their parity bit; placed as Q2_K's codes and Q3_K's high bits.
-      const iq::Tables& tab = iq::tables();
-      auto* out = reinterpret_cast<BlockIQ2_XSx8*>(dst);
-      for (int64_t ib = 0; ib < cols / 256; ++ib) {
-        std::memset(out[ib].qs, 0, sizeof out[ib].qs);
-        std::memset(out[ib].hm, 0, sizeof out[ib].hm);
-        for (int r = 0; r < 8; ++r) {
-          const auto& b = file_block<BlockIQ2_XS>(rows, stride, r, ib);
-          out[ib].d[r] = b.d;
-          for (int s = 0; s < 16; ++s) out[ib].sc[s][r] = static_cast<int8_t>(2 * ((b.scales[s / 2] >> (4 * (s % 2))) & 15) + 1);
-          for (int k = 0; k < 256; ++k) {
-            const uint16_t v = b.qs[k / 8];
-            const int level = (iq::kIq2xsGridPacked[v & 511] >> (2 * (k % 8))) & 3;
-            const int sign = (tab.ksigns[v >> 9] >> (k % 8)) & 1;
-            const int l = k % 32, at = (l / 4) * 32 + r * 4 + l % 4, j = (k % 128) / 32;
-            out[ib].qs[(k / 128) * 256 + at] |= static_cast<uint8_t>(level << (2 * j));
-            out[ib].hm[at] |= static_cast<uint8_t>(sign << (k / 32));
-          }
-        }
-      }
-      return;
-    }
-    case GgmlType::IQ3_XXS: {
-      // Nibbles level | sign << 3 in IQ4_XS's places.
-      const iq::Tables& tab = iq::tables();
-      auto* out = reinterpret_cast<BlockIQ3_XXSx8*>(dst);
-      for (int64_t ib = 0; ib < cols / 256; ++ib) {
-        std::memset(out[ib].qs, 0, sizeof out[ib].qs);
-        for (int r = 0; r < 8; ++r) {
-          const auto& b = file_block<BlockIQ3_XXS>(rows, stride, r, ib);
-          out[ib].d[r] = b.d;
-          for (int sub = 0; sub < 8; ++sub) {
-            uint32_t aux;
-            std::memcpy(&aux, b.scales_signs + 4 * sub, 4);
-            out[ib].sc[sub][r] = static_cast<int8_t>(2 * (aux >> 28) + 1);
-            for (int l = 0; l < 32; ++l) {
-              const int level = (iq::kIq3xxsGridPacked[b.qs[8 * sub + l / 4]] >> (4 * (l % 4))) & 7;
-              const int sign = (tab.ksigns[(aux >> (7 * (l / 8))) & 127] >> (l % 8)) & 1;
-              const int code = level | sign << 3;
-              uint8_t& byte = out[ib].qs[sub * 128 + ((l % 16) / 4) * 32 + r * 4 + l % 4];
-              byte |= static_cast<uint8_t>(l < 16 ? code : code << 4);
-            }
-          }
-        }
-      }
-      return;
-    }
+    case GgmlType::IQ2_XXS: return pack_iq2_rows8<BlockIQ2_XXS>(rows, stride, cols, dst);
+    case GgmlType::IQ2_XS: return pack_iq2_rows8<BlockIQ2_XS>(rows, stride, cols, dst);
+    case GgmlType::IQ2_S: return pack_iq2_rows8<BlockIQ2_S>(rows, stride, cols, dst);
+    case GgmlType::IQ3_XXS: return pack_iq3_rows8<BlockIQ3_XXS>(rows, stride, cols, dst);
+    case GgmlType::IQ3_S: return pack_iq3_rows8<BlockIQ3_S>(rows, stride, cols, dst);
     case GgmlType::F16: case GgmlType::BF16: {
       auto* out = reinterpret_cast<uint16_t*>(dst);
       for (int r = 0; r < 8; ++r) {
@@ -450,26 +493,28 @@ struct SumIQ4_XS {
   }
 };
 
-// IQ2_XS, IQ3_XXS: signed values from the codes; the block factors and integer totals of the
-// file-layout kernels (d / 8 and d / 4, sub-scales 2s + 1), so both layouts give the same bits.
-struct SumIQ2_XS {
-  using Packed = BlockIQ2_XSx8;
+// The lattice i-quants: signed values from the codes; the block factors and integer totals of the
+// file-layout kernels (d / 8 for IQ2, d / 4 for IQ3_XXS, d for IQ3_S; sub-scales 2s + 1), so both
+// layouts give the same bits.
+struct SumIQ2Levels {
+  using Packed = BlockIQ2Levelsx8;
   static constexpr Mins kMins = Mins::None;
   static constexpr float kD = 0.125f;
   static int32_t isum(const Packed& b, int r, const BlockQ8_K& y) {
     return scaled_sums<16>(y, [&](int s) { return b.sc[s][r]; }, [&](int k) {
       const int l = k % 32, sign = (b.hm[(l / 4) * 32 + r * 4 + l % 4] >> (k / 32)) & 1;
-      return kIq2xsCodeValues[code2_x8(b.qs, r, k) | sign << 2];
+      return kIq2LevelValues[code2_x8(b.qs, r, k) | sign << 2];
     });
   }
 };
-struct SumIQ3_XXS {
-  using Packed = BlockIQ3_XXSx8;
+template <const int8_t* kValues, float kFactor>
+struct SumIQ3Levels {
+  using Packed = BlockIQ3Levelsx8;
   static constexpr Mins kMins = Mins::None;
-  static constexpr float kD = 0.25f;
+  static constexpr float kD = kFactor;
   static int32_t isum(const Packed& b, int r, const BlockQ8_K& y) {
     return scaled_sums<32>(y, [&](int s) { return b.sc[s][r]; },
-                           [&](int k) { return kIq3xxsCodeValues[nibble_x8(b.qs + k / 32 * 128, r, k % 32)]; });
+                           [&](int k) { return kValues[nibble_x8(b.qs + k / 32 * 128, r, k % 32)]; });
   }
 };
 
@@ -515,8 +560,9 @@ void fill_scalar_gemm_x8(KernelTable& t) {
   t.gemm_x8[static_cast<int>(GgmlType::Q5_K)] = gemm_k_scalar<SumQ45_K<BlockQ5_Kx8>>;
   t.gemm_x8[static_cast<int>(GgmlType::Q6_K)] = gemm_k_scalar<SumQ6_K>;
   t.gemm_x8[static_cast<int>(GgmlType::IQ4_XS)] = gemm_k_scalar<SumIQ4_XS>;
-  t.gemm_x8[static_cast<int>(GgmlType::IQ2_XS)] = gemm_k_scalar<SumIQ2_XS>;
-  t.gemm_x8[static_cast<int>(GgmlType::IQ3_XXS)] = gemm_k_scalar<SumIQ3_XXS>;
+  for (GgmlType iq2 : {GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S}) t.gemm_x8[static_cast<int>(iq2)] = gemm_k_scalar<SumIQ2Levels>;
+  t.gemm_x8[static_cast<int>(GgmlType::IQ3_XXS)] = gemm_k_scalar<SumIQ3Levels<kIq3xxsCodeValues, 0.25f>>;
+  t.gemm_x8[static_cast<int>(GgmlType::IQ3_S)] = gemm_k_scalar<SumIQ3Levels<kIq3sCodeValues, 1.f>>;
   t.gemm_x8[static_cast<int>(GgmlType::F16)] = gemm_half_scalar<fp16_to_fp32>;
   t.gemm_x8[static_cast<int>(GgmlType::BF16)] = gemm_half_scalar<bf16_to_fp32>;
   // The same group counts per call as the SIMD tables (the bits do not depend on them).

@@ -28,15 +28,17 @@
 //         32*sub+4g+i, high: 32*sub+16+4g+i), nibbles indexing the IQ4_NL levels
 //   F16, BF16: v[k][r] for each column k; one fused multiply-add chain per output, columns in order
 //
-// Two lookup formats have layouts that are larger than their files (packed only on request,
-// packing_grows): their grid entries are spelled out as level codes, so a value costs one shuffle
-// instead of a table load per 8 values.
-//   IQ2_XS: d[8] (the file's d; values carry d / 8), sub-scales 2s + 1 sc[sub][r] (16 values each),
-//         qs as Q2_K's with each value's level (0, 1, 2 for 8, 25, 43), and hm as Q3_K's with each
-//         value's sign (set: negative). 912 bytes per 8 x 256 values (the file: 592, +54 %)
-//   IQ3_XXS: d[8] (values carry d / 4), sub-scales 2s + 1 sc[sub][r] (32 values each), qs as
-//         IQ4_XS's with nibbles level | sign << 3 (levels 4, 12, ..., 52, 62). 1104 bytes per
-//         8 x 256 values (the file: 784, +41 %)
+// The lattice i-quants IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ3_S have layouts larger than their
+// files (packed only on request, packing_grows): each value is spelled out as a level code and a
+// sign, so 32 values cost one shuffle instead of 4 or 8 grid-table loads.
+//   IQ2 (XXS, XS, S; grid levels 8, 25, 43): BlockIQ2Levelsx8: d[8] (the file's d; values carry
+//         d / 8), sub-scales 2s + 1 sc[sub][r] (16 values each; IQ2_XXS's per-32 scale twice),
+//         qs as Q2_K's with each value's level 0..2, and hm as Q3_K's with each value's sign (set:
+//         negative). 912 bytes per 8 x 256 values (files: IQ2_XXS 528, IQ2_XS 592, IQ2_S 656)
+//   IQ3 (XXS: levels 4, 12, ..., 52, 62, values carry d / 4; S: levels 1, 3, ..., 15, values
+//         carry d): BlockIQ3Levelsx8: d[8], sub-scales 2s + 1 sc[sub][r] (32 values each), qs as
+//         IQ4_XS's with nibbles level | sign << 3. 1104 bytes per 8 x 256 values (files: IQ3_XXS
+//         784, IQ3_S 880)
 //
 // The arithmetic of one output is fixed by the layout, never by how many activation rows go
 // through the kernel at once, so a request decoded alone or in a batch gets identical logits.
@@ -63,8 +65,8 @@ struct BlockQ3_Kx8 { uint16_t d[8]; int8_t sc[16][8]; uint8_t hm[256]; uint8_t q
 struct BlockTQ2_0x8 { uint16_t d[8]; uint8_t qs[512]; };
 struct BlockQ6_Kx8 { uint16_t d[8]; int8_t sc[16][8]; uint8_t ql[1024]; uint8_t qh[512]; };
 struct BlockIQ4_XSx8 { uint16_t d[8]; int8_t sc[8][8]; uint8_t qs[1024]; };
-struct BlockIQ2_XSx8 { uint16_t d[8]; int8_t sc[16][8]; uint8_t hm[256]; uint8_t qs[512]; };
-struct BlockIQ3_XXSx8 { uint16_t d[8]; int8_t sc[8][8]; uint8_t qs[1024]; };
+struct BlockIQ2Levelsx8 { uint16_t d[8]; int8_t sc[16][8]; uint8_t hm[256]; uint8_t qs[512]; };
+struct BlockIQ3Levelsx8 { uint16_t d[8]; int8_t sc[8][8]; uint8_t qs[1024]; };
 #pragma pack(pop)
 
 // The lookup formats' prefill layout (KernelTable::decode_rows8, decode_packed8): 8 rows decoded
@@ -84,12 +86,13 @@ constexpr int kPackMaxTokens = 4;
 
 // Whether a packed layout exists for the format.
 bool packable(GgmlType t);
-// Whether that layout is larger than the file's rows (IQ2_XS, IQ3_XXS), so packing is a choice
-// of speed over memory (Model::LoadOptions::repack_grow).
+// Whether that layout is larger than the file's rows (the lattice i-quants), so packing is a
+// choice of speed over memory (Model::LoadOptions::repack_grow).
 bool packing_grows(GgmlType t);
-// The signed values of IQ2_XS codes level | sign << 2 (0..7) and of IQ3_XXS nibbles.
-extern const int8_t kIq2xsCodeValues[16];
+// The signed values of IQ2 codes level | sign << 2 (0..7), and of IQ3_XXS and IQ3_S nibbles.
+extern const int8_t kIq2LevelValues[16];
 extern const int8_t kIq3xxsCodeValues[16];
+extern const int8_t kIq3sCodeValues[16];
 // Bytes of one packed group of 8 rows of `cols` elements.
 size_t packed_group_bytes(GgmlType t, int64_t cols);
 // Packs 8 consecutive file rows (row_stride bytes apart) into dst (packed_group_bytes).

@@ -21,12 +21,16 @@ void fill_avx2_gemm_x8(KernelTable& t) {
   t.gemm_x8[static_cast<int>(GgmlType::F16)] = Dispatch<KF16>::run;
   t.gemm_x8[static_cast<int>(GgmlType::BF16)] = Dispatch<KBF16>::run;
   t.gemm_x8[static_cast<int>(GgmlType::IQ4_XS)] = Dispatch<KIQ4_XS>::run;
-  // The grown layouts (packed only on request, packing_grows); prefill with more than 4 rows
-  // decodes them once per matmul, as the file layout is.
-  t.gemm_x8[static_cast<int>(GgmlType::IQ2_XS)] = Dispatch<KIQ2_XS>::run;
+  // The lattice i-quants' grown layouts (packed only on request, packing_grows); prefill with
+  // more than 4 rows decodes them once per matmul, as the file layout is.
+  for (GgmlType iq2 : {GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S}) {
+    t.gemm_x8[static_cast<int>(iq2)] = Dispatch<KIQ2>::run;
+    t.decode_packed8[static_cast<int>(iq2)] = decode_packed8_iq2;
+  }
   t.gemm_x8[static_cast<int>(GgmlType::IQ3_XXS)] = Dispatch<KIQ3_XXS>::run;
-  t.decode_packed8[static_cast<int>(GgmlType::IQ2_XS)] = decode_packed8_iq2_xs;
-  t.decode_packed8[static_cast<int>(GgmlType::IQ3_XXS)] = decode_packed8_iq3_xxs;
+  t.decode_packed8[static_cast<int>(GgmlType::IQ3_XXS)] = decode_packed8_iq3<IQ3_XXSValues>;
+  t.gemm_x8[static_cast<int>(GgmlType::IQ3_S)] = Dispatch<KIQ3_S>::run;
+  t.decode_packed8[static_cast<int>(GgmlType::IQ3_S)] = decode_packed8_iq3<IQ3_SValues>;
   // Several groups per call (gemm_x8.h); the scalar table uses the same counts.
   t.gemm_groups[static_cast<int>(GgmlType::F16)] = GroupsDispatch<GF16, 3>::run;
   t.gemm_groups[static_cast<int>(GgmlType::BF16)] = GroupsDispatch<GBF16, 3>::run;

@@ -533,21 +533,21 @@ void decode_packed8_q23(int n, const uint8_t* w, uint8_t* out) {
   }
 }
 
-// IQ2_XS in its grown layout: a value's level (0..2) is Q2_K's code place, its sign Q3_K's high
+// The IQ2 formats (XXS, XS, S) in their grown layout: a value's level (0..2) is Q2_K's code place, its sign Q3_K's high
 // bit. Per 32-byte vector of codes: one shuffle gives the unsigned levels (8, 25, 43), and the
 // sign bit, shifted to the top of its byte, goes onto the broadcast activations. Two maddubs
 // results (each pair below 2*43*127) sum exactly in 16 bits before madd applies the rows'
 // sub-scales 2s + 1. The integer totals and float steps are those of the file-layout kernel.
 template <int NT>
-void gemm_iq2_xs(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {
-  const auto* b = reinterpret_cast<const BlockIQ2_XSx8*>(w);
-  const __m128i l128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq2xsCodeValues));
+void gemm_iq2_levels(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {
+  const auto* b = reinterpret_cast<const BlockIQ2Levelsx8*>(w);
+  const __m128i l128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq2LevelValues));
   const __m256i levels = _mm256_set_m128i(l128, l128);  // entries 0..3: 8, 25, 43, 0
   const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
   __m256 acc[NT];
   STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int ib = 0; ib < n / 256; ++ib) {
-    const BlockIQ2_XSx8& B = b[ib];
+    const BlockIQ2Levelsx8& B = b[ib];
     prefetch_ahead(b + ib);
     const BlockQ8_K* y[NT];
     STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
@@ -586,44 +586,20 @@ void gemm_iq2_xs(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8
   STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, acc[t]);
 }
 
-// Packed IQ2_XS and IQ3_XXS groups as DecodedX8Block (prefill with more than 4 activation rows),
+// Packed IQ2 (and, below, IQ3) groups as DecodedX8Block (prefill with more than 4 activation rows),
 // the block the file-layout decoder (decode_rows8) makes from the same rows.
-inline void decode_packed8_iq2_xs(int n, const uint8_t* w, uint8_t* out) {
-  const auto* b = reinterpret_cast<const BlockIQ2_XSx8*>(w);
+inline void decode_packed8_iq2(int n, const uint8_t* w, uint8_t* out) {
+  const auto* b = reinterpret_cast<const BlockIQ2Levelsx8*>(w);
   auto* db = reinterpret_cast<DecodedX8Block*>(out);
-  const __m128i l128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq2xsCodeValues));
+  const __m128i l128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq2LevelValues));
   const __m256i values = _mm256_set_m128i(l128, l128);
   for (int ib = 0; ib < n / 256; ++ib) {
-    const BlockIQ2_XSx8& B = b[ib];
+    const BlockIQ2Levelsx8& B = b[ib];
     DecodedX8Block& D = db[ib];
     _mm256_storeu_ps(D.d, _mm256_mul_ps(load_d8(B.d), _mm256_set1_ps(0.125f)));
     for (int s = 0; s < 16; ++s) _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.sc[s]), row_bytes_paired<true>(B.sc[s]));
     STRATA_UNROLL for (int h = 0; h < 2; ++h) STRATA_UNROLL for (int j = 0; j < 4; ++j) for (int g8 = 0; g8 < 8; ++g8)
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.v[32 * h + 8 * j + g8]), _mm256_shuffle_epi8(values, q23_k_codes(B, h, j, g8)));
-    _mm256_storeu_ps(D.dmin, _mm256_setzero_ps());
-    std::memset(D.mn, 0, sizeof D.mn);
-  }
-}
-inline void decode_packed8_iq3_xxs(int n, const uint8_t* w, uint8_t* out) {
-  const auto* b = reinterpret_cast<const BlockIQ3_XXSx8*>(w);
-  auto* db = reinterpret_cast<DecodedX8Block*>(out);
-  const __m128i l128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq3xxsCodeValues));
-  const __m256i values = _mm256_set_m128i(l128, l128), m4 = _mm256_set1_epi8(0x0F);
-  for (int ib = 0; ib < n / 256; ++ib) {
-    const BlockIQ3_XXSx8& B = b[ib];
-    DecodedX8Block& D = db[ib];
-    _mm256_storeu_ps(D.d, _mm256_mul_ps(load_d8(B.d), _mm256_set1_ps(0.25f)));
-    for (int sub = 0; sub < 8; ++sub) {
-      const __m256i sc = row_bytes_paired<true>(B.sc[sub]);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.sc[2 * sub]), sc);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.sc[2 * sub + 1]), sc);
-      for (int g = 0; g < 4; ++g) {  // values 32sub + 4g.. (low nibbles) and 32sub + 16 + 4g.. (high)
-        const __m256i v = load256(B.qs + sub * 128 + g * 32);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.v[8 * sub + g]), _mm256_shuffle_epi8(values, _mm256_and_si256(v, m4)));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.v[8 * sub + 4 + g]),
-                            _mm256_shuffle_epi8(values, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4)));
-      }
-    }
     _mm256_storeu_ps(D.dmin, _mm256_setzero_ps());
     std::memset(D.mn, 0, sizeof D.mn);
   }
@@ -718,9 +694,13 @@ struct IQ4_XSValues {
   static const int8_t* values() { return kIq4nlValues; }
 };
 struct IQ3_XXSValues {
-  using Packed = BlockIQ3_XXSx8;
+  using Packed = BlockIQ3Levelsx8;
   static const int8_t* values() { return kIq3xxsCodeValues; }
   static constexpr float kD = 0.25f;
+};
+struct IQ3_SValues {
+  using Packed = BlockIQ3Levelsx8;
+  static const int8_t* values() { return kIq3sCodeValues; }
 };
 template <typename L, int NT>
 void gemm_nibble_values(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {
@@ -784,6 +764,35 @@ void gemm_nibble_values(int n, const uint8_t* w, const uint8_t* xq, size_t xs, c
       acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(y[t]->d)), _mm256_cvtepi32_ps(isum[t]), acc[t]);
   }
   STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, acc[t]);
+}
+
+// IQ3_XXS, IQ3_S (L: their values and block factor).
+template <typename L>
+void decode_packed8_iq3(int n, const uint8_t* w, uint8_t* out) {
+  const auto* b = reinterpret_cast<const BlockIQ3Levelsx8*>(w);
+  auto* db = reinterpret_cast<DecodedX8Block*>(out);
+  const __m128i l128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(L::values()));
+  const __m256i values = _mm256_set_m128i(l128, l128), m4 = _mm256_set1_epi8(0x0F);
+  for (int ib = 0; ib < n / 256; ++ib) {
+    const BlockIQ3Levelsx8& B = b[ib];
+    DecodedX8Block& D = db[ib];
+    __m256 dw = load_d8(B.d);
+    if constexpr (requires { L::kD; }) dw = _mm256_mul_ps(dw, _mm256_set1_ps(L::kD));
+    _mm256_storeu_ps(D.d, dw);
+    for (int sub = 0; sub < 8; ++sub) {
+      const __m256i sc = row_bytes_paired<true>(B.sc[sub]);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.sc[2 * sub]), sc);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.sc[2 * sub + 1]), sc);
+      for (int g = 0; g < 4; ++g) {  // values 32sub + 4g.. (low nibbles) and 32sub + 16 + 4g.. (high)
+        const __m256i v = load256(B.qs + sub * 128 + g * 32);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.v[8 * sub + g]), _mm256_shuffle_epi8(values, _mm256_and_si256(v, m4)));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.v[8 * sub + 4 + g]),
+                            _mm256_shuffle_epi8(values, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4)));
+      }
+    }
+    _mm256_storeu_ps(D.dmin, _mm256_setzero_ps());
+    std::memset(D.mn, 0, sizeof D.mn);
+  }
 }
 
 // ---- F16, BF16 on f32 activations: one chain per output, G groups share each broadcast ----
@@ -872,7 +881,8 @@ template <int NT> struct KQ5_K { static constexpr auto f = gemm_q45_k<BlockQ5_Kx
 template <int NT> struct KQ6_K { static constexpr auto f = gemm_q6_k<NT>; };
 template <int NT> struct KIQ4_XS { static constexpr auto f = gemm_nibble_values<IQ4_XSValues, NT>; };
 template <int NT> struct KIQ3_XXS { static constexpr auto f = gemm_nibble_values<IQ3_XXSValues, NT>; };
-template <int NT> struct KIQ2_XS { static constexpr auto f = gemm_iq2_xs<NT>; };
+template <int NT> struct KIQ3_S { static constexpr auto f = gemm_nibble_values<IQ3_SValues, NT>; };
+template <int NT> struct KIQ2 { static constexpr auto f = gemm_iq2_levels<NT>; };
 
 }  // namespace
 }  // namespace strata
