@@ -13,6 +13,7 @@
 
 #include "engine/sampler.h"
 #include "engine/session.h"
+#include "quant/kernels.h"
 #include "test_util.h"
 
 using namespace strata;
@@ -197,8 +198,9 @@ TEST_P(GoldenQuant, KlAndTop1WithinBounds) {
   std::printf("  %s: mean KL %.3e, top-1 %d/%d, max |diff| %.4f\n", GetParam().model, c.mean_kl, c.top1_agree, c.n, c.max_abs);
 }
 
-// The grown IQ2_XS / IQ3_XXS layouts (LoadOptions::repack_grow) give the file layout's logits, bit
-// for bit, on the whole models.
+// The grown IQ2_XS / IQ3_XXS layouts (LoadOptions::repack_grow) stay within the oracle bounds, and
+// where the file layout has an integer kernel (the SIMD tables; the portable table dequantizes
+// instead) they give its logits bit for bit on the whole models.
 TEST(GoldenQuantGrown, IqLayoutsGiveTheFileLayoutLogits) {
   for (const char* name : {"tiny-llama-IQ2_XS", "tiny-qwen3-IQ2_XS", "tiny-llama-IQ3_XXS", "tiny-qwen3-IQ3_XXS"}) {
     auto plain = model::Model::load(test::model_path(name));
@@ -207,7 +209,13 @@ TEST(GoldenQuantGrown, IqLayoutsGiveTheFileLayoutLogits) {
     Oracle o = load_oracle(name, "p3_story200");
     const std::vector<float> a = run_logits(*plain, o.ids), b = run_logits(*grown, o.ids);
     ASSERT_EQ(a.size(), b.size());
-    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << name;
+    Comparison c = compare(o, b);
+    EXPECT_LT(c.mean_kl, 5e-3) << name;
+    EXPECT_GE(c.top1_agree, c.n * 95 / 100) << name;
+    const GgmlType t = plain->layers[0].ffn_down.type;
+    if (kernels().dotq[static_cast<int>(t)]) {
+      EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << name << " " << kernels().isa;
+    }
   }
 }
 
