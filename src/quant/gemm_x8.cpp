@@ -507,11 +507,11 @@ struct SumIQ2Levels {
     });
   }
 };
-template <const int8_t* kValues, float kFactor>
+template <const int8_t* kValues, int kDivisor>  // values carry d / kDivisor
 struct SumIQ3Levels {
   using Packed = BlockIQ3Levelsx8;
   static constexpr Mins kMins = Mins::None;
-  static constexpr float kD = kFactor;
+  static constexpr float kD = 1.f / kDivisor;
   static int32_t isum(const Packed& b, int r, const BlockQ8_K& y) {
     return scaled_sums<32>(y, [&](int s) { return b.sc[s][r]; },
                            [&](int k) { return kValues[nibble_x8(b.qs + k / 32 * 128, r, k % 32)]; });
@@ -561,8 +561,8 @@ void fill_scalar_gemm_x8(KernelTable& t) {
   t.gemm_x8[static_cast<int>(GgmlType::Q6_K)] = gemm_k_scalar<SumQ6_K>;
   t.gemm_x8[static_cast<int>(GgmlType::IQ4_XS)] = gemm_k_scalar<SumIQ4_XS>;
   for (GgmlType iq2 : {GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S}) t.gemm_x8[static_cast<int>(iq2)] = gemm_k_scalar<SumIQ2Levels>;
-  t.gemm_x8[static_cast<int>(GgmlType::IQ3_XXS)] = gemm_k_scalar<SumIQ3Levels<kIq3xxsCodeValues, 0.25f>>;
-  t.gemm_x8[static_cast<int>(GgmlType::IQ3_S)] = gemm_k_scalar<SumIQ3Levels<kIq3sCodeValues, 1.f>>;
+  t.gemm_x8[static_cast<int>(GgmlType::IQ3_XXS)] = gemm_k_scalar<SumIQ3Levels<kIq3xxsCodeValues, 4>>;
+  t.gemm_x8[static_cast<int>(GgmlType::IQ3_S)] = gemm_k_scalar<SumIQ3Levels<kIq3sCodeValues, 1>>;
   t.gemm_x8[static_cast<int>(GgmlType::F16)] = gemm_half_scalar<fp16_to_fp32>;
   t.gemm_x8[static_cast<int>(GgmlType::BF16)] = gemm_half_scalar<bf16_to_fp32>;
   // The same group counts per call as the SIMD tables (the bits do not depend on them).

@@ -533,8 +533,8 @@ void decode_packed8_q23(int n, const uint8_t* w, uint8_t* out) {
   }
 }
 
-// The IQ2 formats (XXS, XS, S) in their grown layout: a value's level (0..2) is Q2_K's code place, its sign Q3_K's high
-// bit. Per 32-byte vector of codes: one shuffle gives the unsigned levels (8, 25, 43), and the
+// The IQ2 formats (XXS, XS, S) in their grown layout: a value's level (0..2) sits in Q2_K's code
+// place, its sign in Q3_K's high bit. Per 32-byte vector of codes: one shuffle gives the unsigned levels (8, 25, 43), and the
 // sign bit, shifted to the top of its byte, goes onto the broadcast activations. Two maddubs
 // results (each pair below 2*43*127) sum exactly in 16 bits before madd applies the rows'
 // sub-scales 2s + 1. The integer totals and float steps are those of the file-layout kernel.
@@ -687,8 +687,8 @@ void gemm_q6_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8Bl
 
 // IQ4_XS: the nibbles index the 16 IQ4_NL levels (signed, up to 127 in magnitude), so the sign
 // goes onto the activations and each maddubs result (pairs below 2*127*127) is scaled by the
-// row's sub-block scale through madd at once. IQ3_XXS's grown layout is the same with its own
-// 16 values (levels and signs) and block factor d / 4.
+// row's sub-block scale through madd at once. The grown layouts of IQ3_XXS and IQ3_S are the same
+// with their own 16 values (levels and signs) and block factors (d / 4, d).
 struct IQ4_XSValues {
   using Packed = BlockIQ4_XSx8;
   static const int8_t* values() { return kIq4nlValues; }
