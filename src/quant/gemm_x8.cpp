@@ -29,9 +29,6 @@ bool packing_grows(GgmlType t) {
          t == GgmlType::IQ3_S;
 }
 
-const int8_t kIq2LevelValues[16] = {8, 25, 43, 0, -8, -25, -43, 0, 8, 25, 43, 0, -8, -25, -43, 0};
-const int8_t kIq3xxsCodeValues[16] = {4, 12, 20, 28, 36, 44, 52, 62, -4, -12, -20, -28, -36, -44, -52, -62};
-const int8_t kIq3sCodeValues[16] = {1, 3, 5, 7, 9, 11, 13, 15, -1, -3, -5, -7, -9, -11, -13, -15};
 
 size_t packed_group_bytes(GgmlType t, int64_t cols) {
   const size_t n = static_cast<size_t>(cols);
@@ -507,7 +504,7 @@ struct SumIQ2Levels {
     });
   }
 };
-template <const int8_t* kValues, int kDivisor>  // values carry d / kDivisor
+template <const std::array<int8_t, 16>& kValues, int kDivisor>  // values carry d / kDivisor
 struct SumIQ3Levels {
   using Packed = BlockIQ3Levelsx8;
   static constexpr Mins kMins = Mins::None;

@@ -44,10 +44,12 @@
 // through the kernel at once, so a request decoded alone or in a batch gets identical logits.
 // The scalar kernels are the reference: the SIMD ones match them bit for bit.
 #pragma once
+#include <array>
 #include <cstddef>
 #include <cstdint>
 
 #include "quant/formats.h"
+#include "quant/iq_tables.h"
 
 namespace strata {
 
@@ -89,10 +91,24 @@ bool packable(GgmlType t);
 // Whether that layout is larger than the file's rows (the lattice i-quants), so packing is a
 // choice of speed over memory (Model::LoadOptions::repack_grow).
 bool packing_grows(GgmlType t);
+// Code level | sign << sign_bit -> +-level (codes past the levels: 0), repeated every
+// 2^(sign_bit + 1) entries, as a 16-byte shuffle table indexed by the low bits needs.
+template <size_t N>
+constexpr std::array<int8_t, 16> signed_codes(const int8_t (&levels)[N], int sign_bit) {
+  std::array<int8_t, 16> v{};
+  for (int c = 0; c < 16; ++c) {
+    const int code = c % (2 << sign_bit), level = code & ((1 << sign_bit) - 1);
+    const int8_t m = level < static_cast<int>(N) ? levels[level] : int8_t{0};
+    v[c] = static_cast<int8_t>((code >> sign_bit) & 1 ? -m : m);
+  }
+  return v;
+}
 // The signed values of IQ2 codes level | sign << 2 (0..7), and of IQ3_XXS and IQ3_S nibbles.
-extern const int8_t kIq2LevelValues[16];
-extern const int8_t kIq3xxsCodeValues[16];
-extern const int8_t kIq3sCodeValues[16];
+inline constexpr std::array<int8_t, 16> kIq2LevelValues = signed_codes(iq::kIq2Levels, 2);
+inline constexpr std::array<int8_t, 16> kIq3xxsCodeValues = signed_codes(iq::kIq3xxsLevels, 3);
+inline constexpr std::array<int8_t, 16> kIq3sCodeValues = signed_codes(iq::kIq3sLevels, 3);
+static_assert(kIq2LevelValues[2] == 43 && kIq2LevelValues[6] == -43 && kIq2LevelValues[3] == 0 && kIq2LevelValues[9] == 25);
+static_assert(kIq3xxsCodeValues[7] == 62 && kIq3xxsCodeValues[8] == -4 && kIq3sCodeValues[15] == -15);
 // Bytes of one packed group of 8 rows of `cols` elements.
 size_t packed_group_bytes(GgmlType t, int64_t cols);
 // Packs 8 consecutive file rows (row_stride bytes apart) into dst (packed_group_bytes).

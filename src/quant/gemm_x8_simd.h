@@ -541,7 +541,7 @@ void decode_packed8_q23(int n, const uint8_t* w, uint8_t* out) {
 template <int NT>
 void gemm_iq2_levels(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {
   const auto* b = reinterpret_cast<const BlockIQ2Levelsx8*>(w);
-  const __m128i l128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq2LevelValues));
+  const __m128i l128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq2LevelValues.data()));
   const __m256i levels = _mm256_set_m128i(l128, l128);  // entries 0..3: 8, 25, 43, 0
   const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
   __m256 acc[NT];
@@ -591,7 +591,7 @@ void gemm_iq2_levels(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
 inline void decode_packed8_iq2(int n, const uint8_t* w, uint8_t* out) {
   const auto* b = reinterpret_cast<const BlockIQ2Levelsx8*>(w);
   auto* db = reinterpret_cast<DecodedX8Block*>(out);
-  const __m128i l128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq2LevelValues));
+  const __m128i l128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq2LevelValues.data()));
   const __m256i values = _mm256_set_m128i(l128, l128);
   for (int ib = 0; ib < n / 256; ++ib) {
     const BlockIQ2Levelsx8& B = b[ib];
@@ -695,12 +695,12 @@ struct IQ4_XSValues {
 };
 struct IQ3_XXSValues {
   using Packed = BlockIQ3Levelsx8;
-  static const int8_t* values() { return kIq3xxsCodeValues; }
+  static const int8_t* values() { return kIq3xxsCodeValues.data(); }
   static constexpr float kD = 0.25f;
 };
 struct IQ3_SValues {
   using Packed = BlockIQ3Levelsx8;
-  static const int8_t* values() { return kIq3sCodeValues; }
+  static const int8_t* values() { return kIq3sCodeValues.data(); }
 };
 template <typename L, int NT>
 void gemm_nibble_values(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {

@@ -6,11 +6,11 @@ namespace strata::iq {
 
 namespace {
 template <int N>
-uint64_t expand(uint16_t packed, int shift, int mask, const int (&levels)[N]) {
+uint64_t expand(uint16_t packed, int shift, int mask, const int8_t (&levels)[N]) {
   uint64_t v = 0;
   for (int j = 0; j < 16 / shift && j < 8; ++j) {
-    const int level = levels[(packed >> (j * shift)) & mask];
-    v |= static_cast<uint64_t>(static_cast<uint8_t>(static_cast<int8_t>(level))) << (8 * j);
+    const int8_t level = levels[(packed >> (j * shift)) & mask];
+    v |= static_cast<uint64_t>(static_cast<uint8_t>(level)) << (8 * j);
   }
   return v;
 }
@@ -19,15 +19,12 @@ uint64_t expand(uint16_t packed, int shift, int mask, const int (&levels)[N]) {
 const Tables& tables() {
   static const Tables t = [] {
     Tables r{};
-    const int l2[3] = {8, 25, 43};
-    const int l3xxs[8] = {4, 12, 20, 28, 36, 44, 52, 62};
-    const int l3s[8] = {1, 3, 5, 7, 9, 11, 13, 15};
-    const int l1[3] = {-8, 0, 8};
-    for (int e = 0; e < 256; ++e) r.iq2xxs[e] = expand(kIq2xxsGridPacked[e], 2, 3, l2);
-    for (int e = 0; e < 512; ++e) r.iq2xs[e] = expand(kIq2xsGridPacked[e], 2, 3, l2);
-    for (int e = 0; e < 1024; ++e) r.iq2s[e] = expand(kIq2sGridPacked[e], 2, 3, l2);
-    for (int e = 0; e < 256; ++e) r.iq3xxs[e] = static_cast<uint32_t>(expand(kIq3xxsGridPacked[e], 4, 7, l3xxs));
-    for (int e = 0; e < 512; ++e) r.iq3s[e] = static_cast<uint32_t>(expand(kIq3sGridPacked[e], 4, 7, l3s));
+    const int8_t l1[3] = {-8, 0, 8};
+    for (int e = 0; e < 256; ++e) r.iq2xxs[e] = expand(kIq2xxsGridPacked[e], 2, 3, kIq2Levels);
+    for (int e = 0; e < 512; ++e) r.iq2xs[e] = expand(kIq2xsGridPacked[e], 2, 3, kIq2Levels);
+    for (int e = 0; e < 1024; ++e) r.iq2s[e] = expand(kIq2sGridPacked[e], 2, 3, kIq2Levels);
+    for (int e = 0; e < 256; ++e) r.iq3xxs[e] = static_cast<uint32_t>(expand(kIq3xxsGridPacked[e], 4, 7, kIq3xxsLevels));
+    for (int e = 0; e < 512; ++e) r.iq3s[e] = static_cast<uint32_t>(expand(kIq3sGridPacked[e], 4, 7, kIq3sLevels));
     for (int e = 0; e < 2048; ++e) r.iq1s[e] = expand(kIq1sGridPacked[e], 2, 3, l1);
     for (int i = 0; i < 128; ++i) r.ksigns[i] = static_cast<uint8_t>(i | ((std::popcount(static_cast<unsigned>(i)) & 1) << 7));
     return r;

@@ -12,6 +12,11 @@ extern const uint16_t kIq3xxsGridPacked[256];
 extern const uint16_t kIq3sGridPacked[512];
 extern const uint16_t kIq1sGridPacked[2048];
 
+// The grid levels: a packed grid entry's 2-bit (IQ2) or 3-bit (IQ3) codes index these.
+inline constexpr int8_t kIq2Levels[3] = {8, 25, 43};
+inline constexpr int8_t kIq3xxsLevels[8] = {4, 12, 20, 28, 36, 44, 52, 62};
+inline constexpr int8_t kIq3sLevels[8] = {1, 3, 5, 7, 9, 11, 13, 15};
+
 struct Tables {
   // Grid entries as little-endian bytes: value j of entry e is byte j.
   uint64_t iq2xxs[256], iq2xs[512], iq2s[1024];  // 8 unsigned values of {8, 25, 43}

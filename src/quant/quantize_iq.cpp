@@ -100,13 +100,18 @@ struct Lattice {
   }
 };
 
+template <size_t N>
+std::vector<int> levels(const int8_t (&l)[N]) {
+  return {l, l + N};
+}
+
 const Lattice& lattice(GgmlType t) {
   switch (t) {
-    case GgmlType::IQ2_XXS: { static const Lattice l(iq::kIq2xxsGridPacked, 256, 8, 2, {8, 25, 43}); return l; }
-    case GgmlType::IQ2_XS: { static const Lattice l(iq::kIq2xsGridPacked, 512, 8, 2, {8, 25, 43}); return l; }
-    case GgmlType::IQ2_S: { static const Lattice l(iq::kIq2sGridPacked, 1024, 8, 2, {8, 25, 43}); return l; }
-    case GgmlType::IQ3_XXS: { static const Lattice l(iq::kIq3xxsGridPacked, 256, 4, 4, {4, 12, 20, 28, 36, 44, 52, 62}); return l; }
-    case GgmlType::IQ3_S: { static const Lattice l(iq::kIq3sGridPacked, 512, 4, 4, {1, 3, 5, 7, 9, 11, 13, 15}); return l; }
+    case GgmlType::IQ2_XXS: { static const Lattice l(iq::kIq2xxsGridPacked, 256, 8, 2, levels(iq::kIq2Levels)); return l; }
+    case GgmlType::IQ2_XS: { static const Lattice l(iq::kIq2xsGridPacked, 512, 8, 2, levels(iq::kIq2Levels)); return l; }
+    case GgmlType::IQ2_S: { static const Lattice l(iq::kIq2sGridPacked, 1024, 8, 2, levels(iq::kIq2Levels)); return l; }
+    case GgmlType::IQ3_XXS: { static const Lattice l(iq::kIq3xxsGridPacked, 256, 4, 4, levels(iq::kIq3xxsLevels)); return l; }
+    case GgmlType::IQ3_S: { static const Lattice l(iq::kIq3sGridPacked, 512, 4, 4, levels(iq::kIq3sLevels)); return l; }
     default: { static const Lattice l(iq::kIq1sGridPacked, 2048, 8, 2, {-1, 0, 1}); return l; }
   }
 }
