@@ -230,22 +230,73 @@ TEST_P(IntKernelParity, DecodedRowsGiveTheSingleRowBits) {
   }
 }
 
-// Through matmul: a 9-token batch (decoded rows) and the tokens one at a time give the same bits.
+// Prefill with many tokens takes them 16 per register (gemm_decoded_bands): every output, in full
+// and partial bands, has the bits of the single-row kernel.
+TEST(TokenBands, DecodedRowsGiveTheSingleRowBits) {
+  int checked = 0;
+  for (GgmlType t : kIntFormats) {
+    for (const KernelTable* simd : simd_tables()) {
+      SCOPED_TRACE(simd->isa);
+      const GemmDecodedBandsFn bands_fn = simd->gemm_decoded_bands[static_cast<int>(t)];
+      const DecodeRows8Fn decode8 = simd->decode_rows8[static_cast<int>(t)];
+      if (!bands_fn || !decode8) continue;
+      ++checked;
+      const int n = 768, max_tok = kBandTokens * (kMaxBandsPerCall - 1) + 5;
+      const size_t stride = row_bytes(GgmlType::Q8_K, n), rb = row_bytes(t, n);
+      for (bool raw : {false, true}) {
+        std::vector<uint8_t> rows;
+        for (int r = 0; r < 8; ++r) {
+          auto row = random_row(t, n, (raw ? 53 : 54) + 10 * r, raw);
+          rows.insert(rows.end(), row.begin(), row.end());
+        }
+        std::vector<uint8_t> xq(stride * max_tok), decoded(n / 256 * kDecodedX8BlockBytes);
+        for (int tok = 0; tok < max_tok; ++tok) {
+          auto x = randn(n, 300 + tok);
+          quantize_row(GgmlType::Q8_K, x.data(), xq.data() + tok * stride, n);
+        }
+        std::vector<uint8_t> bands(token_band_bytes(n) * kMaxBandsPerCall);
+        for (int nrows : {8, 5, 1}) {
+          decode8(n, rows.data(), rb, nrows, decoded.data());
+          for (int ntok : {1, 7, 16, 17, max_tok}) {
+            prepare_token_bands(n, xq.data(), stride, ntok, bands.data());
+            const size_t ys = 11;  // outputs of token t at y[t * ys + r]
+            std::vector<float> y(ys * ntok, -1.f);
+            bands_fn(n, decoded.data(), bands.data(), token_band_bytes(n), ntok, nrows, y.data(), ys);
+            for (int tok = 0; tok < ntok; ++tok)
+              for (int r = 0; r < 8; ++r) {
+                const float want = r < nrows ? simd->dotq[static_cast<int>(t)](n, rows.data() + r * rb, xq.data() + tok * stride) : -1.f;
+                EXPECT_EQ(0, std::memcmp(&y[tok * ys + r], &want, 4))
+                    << type_name(t) << " rows " << nrows << " ntok " << ntok << " token " << tok << " row " << r
+                    << ": " << y[tok * ys + r] << " vs " << want;
+              }
+          }
+        }
+      }
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no token-band kernel on this CPU (AVX-512 VNNI)";
+  EXPECT_GE(checked, 11);  // every format with decoded rows
+}
+
+// Through matmul: a batch (decoded rows; with 70 tokens, two calls of token bands where the CPU
+// has them) and the tokens one at a time give the same bits.
 TEST(Ops, LookupFormatBatchesMatchSingleTokens) {
-  const int rows = 21, cols = 512, ntok = 9;
-  for (GgmlType t : {GgmlType::IQ2_XS, GgmlType::IQ3_S, GgmlType::Q3_K, GgmlType::Q2_K, GgmlType::TQ1_0}) {
-    auto w = randn(rows * cols, 5);
-    const size_t rb = row_bytes(t, cols);
-    std::vector<uint8_t> wq(rb * rows);
-    for (int r = 0; r < rows; ++r) quantize_row(t, w.data() + r * cols, wq.data() + r * rb, cols);
-    ops::Matrix m{t, rows, cols, wq.data(), rb};
-    auto x = randn(ntok * cols, 6);
-    std::vector<float> batch(ntok * rows), one(rows);
-    ThreadPool p2(2);
-    ops::matmul(m, x.data(), ntok, batch.data(), p2);
-    for (int i = 0; i < ntok; ++i) {
-      ops::matmul(m, x.data() + i * cols, 1, one.data(), p2);
-      EXPECT_EQ(0, std::memcmp(one.data(), batch.data() + i * rows, rows * 4)) << type_name(t) << " token " << i;
+  for (const int ntok : {9, 70}) {
+    const int rows = 21, cols = 512;
+    for (GgmlType t : {GgmlType::IQ2_XS, GgmlType::IQ3_S, GgmlType::Q3_K, GgmlType::Q2_K, GgmlType::TQ1_0}) {
+      auto w = randn(rows * cols, 5);
+      const size_t rb = row_bytes(t, cols);
+      std::vector<uint8_t> wq(rb * rows);
+      for (int r = 0; r < rows; ++r) quantize_row(t, w.data() + r * cols, wq.data() + r * rb, cols);
+      ops::Matrix m{t, rows, cols, wq.data(), rb};
+      auto x = randn(ntok * cols, 6);
+      std::vector<float> batch(ntok * rows), one(rows);
+      ThreadPool p2(2);
+      ops::matmul(m, x.data(), ntok, batch.data(), p2);
+      for (int i = 0; i < ntok; ++i) {
+        ops::matmul(m, x.data() + i * cols, 1, one.data(), p2);
+        EXPECT_EQ(0, std::memcmp(one.data(), batch.data() + i * rows, rows * 4)) << type_name(t) << " token " << i;
+      }
     }
   }
 }

@@ -17,12 +17,14 @@ namespace {
 
 // Activation rows quantized once per call to the format the weight kernels take ([n_tok][row
 // bytes]), with per-block code sums and float scales for the packed kernels on Q8_0 activations,
-// and, for weights without an integer kernel, the quantized values as floats.
+// for weights without an integer kernel the quantized values as floats, and for the prefill of
+// lookup formats with a token-band kernel the rows in token bands (prepare_token_bands).
 struct QuantizedActivations {
   std::vector<uint8_t> q;
   std::vector<Q8BlockInfo> sums;
   std::vector<float> values;
-  size_t row = 0, sums_row = 0;
+  std::vector<uint8_t> bands;
+  size_t row = 0, sums_row = 0, band_bytes = 0;
 };
 
 // X as the kernels of one activation format take it.
@@ -34,7 +36,7 @@ struct Input {
 };
 
 void quantize_activations(GgmlType at, const float* x, int n_tok, int cols, bool want_sums, bool want_values,
-                          QuantizedActivations& a, ThreadPool& pool) {
+                          bool want_bands, QuantizedActivations& a, ThreadPool& pool) {
   a.row = row_bytes(at, cols);
   a.q.resize(a.row * n_tok);
   a.sums_row = want_sums ? static_cast<size_t>(cols / 32) : 0;
@@ -50,6 +52,21 @@ void quantize_activations(GgmlType at, const float* x, int n_tok, int cols, bool
       if (want_values) dequantize_row_ref(at, q, a.values.data() + static_cast<size_t>(t) * cols, cols);
     }
   });
+  a.band_bytes = want_bands ? token_band_bytes(cols) : 0;
+  const int nbands = want_bands ? (n_tok + kBandTokens - 1) / kBandTokens : 0;
+  a.bands.resize(a.band_bytes * nbands);
+  pool.parallel_for(nbands, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int t0 = static_cast<int>(b) * kBandTokens;
+      prepare_token_bands(cols, a.q.data() + t0 * a.row, a.row, std::min(kBandTokens, n_tok - t0),
+                          a.bands.data() + b * a.band_bytes);
+    }
+  });
+}
+
+// Whether a product of this format with n_tok activation rows takes them in token bands.
+bool takes_token_bands(GgmlType t, int n_tok) {
+  return n_tok > kPackMaxTokens && kernels().gemm_decoded_bands[static_cast<int>(t)] != nullptr;
 }
 
 // Whether rows in file layout have an integer kernel for these activations (else they are
@@ -73,11 +90,17 @@ Work row_work(int64_t r_begin, int64_t rows, int64_t step, Fn fn) {
 }
 
 // Groups of 8 weight rows, each decoded once (decode(g, buffer) fills the DecodedX8Block layout
-// and returns the group's row count) and then multiplied with every activation row, up to
-// kPackMaxTokens per call. Group g's rows start at row0 + 8g.
+// and returns the group's row count) and then multiplied with every activation row: in token
+// bands, kMaxBandsPerCall per call, where the activations come so (takes_token_bands), else up
+// to kPackMaxTokens per call. Group g's rows start at row0 + 8g.
 template <typename Decode>
-Work decoded_groups_work(int64_t groups, int64_t row0, int64_t rows, int cols, GemmX8Fn gemm8, const uint8_t* xq,
-                         size_t xrow, int n_tok, float* y, Decode decode) {
+Work decoded_groups_work(int64_t groups, int64_t row0, int64_t rows, int cols, GgmlType type,
+                         const QuantizedActivations* a, int n_tok, float* y, Decode decode) {
+  const GemmX8Fn gemm8 = kernels().gemm_decoded8[static_cast<int>(type)];
+  const GemmDecodedBandsFn banded = a->bands.empty() ? nullptr : kernels().gemm_decoded_bands[static_cast<int>(type)];
+  const uint8_t* xq = a->q.data();
+  const uint8_t* bands = a->bands.data();
+  const size_t xrow = a->row, band_bytes = a->band_bytes;
   return {groups, row0, rows, kPackRows, [=](int64_t g0, int64_t g1) {
             thread_local std::vector<uint8_t> decoded;
             decoded.resize(static_cast<size_t>(cols / 256) * kDecodedX8BlockBytes);
@@ -85,6 +108,13 @@ Work decoded_groups_work(int64_t groups, int64_t row0, int64_t rows, int cols, G
             for (int64_t g = g0; g < g1; ++g) {
               const int nr = decode(g, decoded.data());
               const int64_t r0 = row0 + g * kPackRows;
+              if (banded) {
+                constexpr int kStep = kBandTokens * kMaxBandsPerCall;
+                for (int t = 0; t < n_tok; t += kStep)
+                  banded(cols, decoded.data(), bands + t / kBandTokens * band_bytes, band_bytes,
+                         std::min(kStep, n_tok - t), nr, y + static_cast<size_t>(t) * rows + r0, rows);
+                continue;
+              }
               for (int t = 0; t < n_tok; t += kPackMaxTokens) {
                 const int nt = std::min(kPackMaxTokens, n_tok - t);
                 gemm8(cols, decoded.data(), xq + t * xrow, xrow, nullptr, 0, nt, out);
@@ -113,7 +143,7 @@ Work rows_work(const Matrix& w, int64_t r_begin, const Input& in, float* y) {
     const GemmX8Fn gemm8 = k.gemm_decoded8[ti];
     if (const DecodeRows8Fn decode8 = n_tok > 4 && gemm8 ? k.decode_rows8[ti] : nullptr) {
       const int64_t n = rows - r_begin;
-      return decoded_groups_work((n + kPackRows - 1) / kPackRows, r_begin, rows, cols, gemm8, xqp, qrow, n_tok, y,
+      return decoded_groups_work((n + kPackRows - 1) / kPackRows, r_begin, rows, cols, w.type, a, n_tok, y,
                                  [=, &w](int64_t g, uint8_t* out) {
                                    const int64_t r0 = r_begin + g * kPackRows;
                                    const int nr = static_cast<int>(std::min<int64_t>(kPackRows, rows - r0));
@@ -176,7 +206,7 @@ Work packed_work(const Matrix& w, const Input& in, float* y) {
   // each group decoded once per matmul (the same bits as the packed kernel).
   const GemmX8Fn gemm8 = k.gemm_decoded8[ti];
   if (const DecodePacked8Fn decode8 = n_tok > kPackMaxTokens && gemm8 ? k.decode_packed8[ti] : nullptr)
-    return decoded_groups_work(groups, 0, rows, cols, gemm8, xq, xrow, n_tok, y, [=, &w](int64_t g, uint8_t* out) {
+    return decoded_groups_work(groups, 0, rows, cols, w.type, a, n_tok, y, [=, &w](int64_t g, uint8_t* out) {
       decode8(cols, w.packed + static_cast<size_t>(g) * w.packed_stride, out);
       return kPackRows;
     });
@@ -244,6 +274,7 @@ class Inputs {
       const GgmlType at = activation_type(p.w->type);
       Slot& s = slot(at);
       s.want_sums |= p.w->packed && at == GgmlType::Q8_0;
+      s.want_bands |= at == GgmlType::Q8_K && takes_token_bands(p.w->type, n_tok);
       s.want_values |= at != GgmlType::F32 && !has_integer_kernel(p.w->type) &&
                        (!p.w->packed || p.w->rows % kPackRows != 0);
       s.used = true;
@@ -255,7 +286,7 @@ class Inputs {
       s.in = {s.at, x, n_tok, cols, nullptr};
       if (s.at != GgmlType::F32) {
         thread_local QuantizedActivations qa[kSlots];
-        quantize_activations(s.at, x, n_tok, cols, s.want_sums, s.want_values, qa[i], pool);
+        quantize_activations(s.at, x, n_tok, cols, s.want_sums, s.want_values, s.want_bands, qa[i], pool);
         s.in.a = &qa[i];
       }
     }
@@ -266,7 +297,7 @@ class Inputs {
   static constexpr size_t kSlots = 3;  // F32, Q8_0, Q8_K
   struct Slot {
     GgmlType at = GgmlType::F32;
-    bool used = false, want_sums = false, want_values = false;
+    bool used = false, want_sums = false, want_values = false, want_bands = false;
     Input in;
   };
   Slot& slot(GgmlType at) {

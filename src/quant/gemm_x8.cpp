@@ -1,6 +1,7 @@
 // Packing into the 8-row layouts, and the scalar reference kernels on them.
 #include "quant/gemm_x8.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -309,6 +310,29 @@ void q8_0_block_info(const uint8_t* xq, int64_t n, Q8BlockInfo* info) {
     int32_t s = 0;
     for (int i = 0; i < 32; ++i) s += b[ib].qs[i];
     info[ib] = {s, fp16_to_fp32(b[ib].d)};
+  }
+}
+
+size_t token_band_bytes(int64_t n) { return static_cast<size_t>(n / 256) * sizeof(TokenBandBlock); }
+
+void prepare_token_bands(int n, const uint8_t* xq, size_t xq_stride, int ntok, uint8_t* bands) {
+  const size_t band_bytes = token_band_bytes(n);
+  for (int b = 0; b * kBandTokens < ntok; ++b) {
+    auto* out = reinterpret_cast<TokenBandBlock*>(bands + b * band_bytes);
+    const int nt = std::min(kBandTokens, ntok - b * kBandTokens);
+    for (int ib = 0; ib < n / 256; ++ib) {
+      TokenBandBlock& o = out[ib];
+      std::memset(&o, 0, sizeof o);
+      for (int t = 0; t < nt; ++t) {
+        const BlockQ8_K& x = reinterpret_cast<const BlockQ8_K*>(xq + (b * kBandTokens + t) * xq_stride)[ib];
+        for (int G = 0; G < 64; ++G)
+          for (int i = 0; i < 4; ++i) o.q[G][t][i] = static_cast<uint8_t>(x.qs[4 * G + i]) ^ 0x80;
+        o.d[t] = x.d;
+        for (int p = 0; p < 8; ++p)
+          o.bs[p][t] = static_cast<int32_t>((static_cast<uint32_t>(static_cast<uint16_t>(x.bsums[2 * p + 1])) << 16) |
+                                            static_cast<uint16_t>(x.bsums[2 * p]));
+      }
+    }
   }
 }
 

@@ -86,6 +86,24 @@ struct DecodedX8Block {
 constexpr int kPackRows = 8;
 constexpr int kPackMaxTokens = 4;
 
+// Prefill with many activation rows (KernelTable::gemm_decoded_bands): the Q8_K activation rows
+// regrouped kBandTokens at a time so that one 512-bit register holds the same 4 codes of 16
+// tokens, and each weight word (4 values of one row) is broadcast against it. Codes are stored
+// plus 128 (x ^ 0x80) so they can be vpdpbusd's unsigned operand; the kernel takes the 128 * sum
+// of the weights back out, exactly. One band block per 256 columns; tokens past the band's
+// count are zero.
+constexpr int kBandTokens = 16;
+struct TokenBandBlock {
+  uint8_t q[64][kBandTokens][4];   // q[G][t][i] = code 4G + i of token t, plus 128
+  float d[kBandTokens];            // each token's Q8_K scale
+  int32_t bs[8][kBandTokens];      // the code sums of values 32p..32p+15 and 32p+16..32p+31, as 16 bits
+};
+static_assert(sizeof(TokenBandBlock) == 4672);
+// Bands of ntok Q8_K rows (xq_stride bytes apart) of n values: band b (tokens 16b..16b+15) at
+// bands + b * token_band_bytes(n).
+size_t token_band_bytes(int64_t n);
+void prepare_token_bands(int n, const uint8_t* xq, size_t xq_stride, int ntok, uint8_t* bands);
+
 // Whether a packed layout exists for the format.
 bool packable(GgmlType t);
 // Whether that layout is larger than the file's rows (the lattice i-quants), so packing is a

@@ -413,6 +413,79 @@ template <int G, int NT> struct GIQ4_XSx16 { static constexpr auto f = k_groups_
 template <int G, int NT> struct GQ8_0x16 { static constexpr auto f = signed32_groups_512<Q8_0x16, Q8_0x8, G, NT>; };
 template <int G, int NT> struct GIQ4_NLx16 { static constexpr auto f = signed32_groups_512<IQ4_NLx16, IQ4_NLx8, G, NT>; };
 
+// ---- Prefill of the decoded lookup formats, 16 tokens per register (gemm_decoded_bands) ----
+// Per 16 values of the 8 rows: for each 4-value word of a row, one vpdpbusd of the word
+// broadcast against the 16 tokens' codes (plus 128), then one exact multiply by the row's
+// sub-scale. The 128s are taken out once per block per row: 128 * sum_j sc_j * (sum of the
+// row's 16 values j), from the weights alone. The integer block total is then the one
+// gemm_decoded8 (and dotq) forms (wrapping int32 arithmetic ends at the same value), and the
+// float steps are theirs, lane for lane, so the bits are the same.
+template <bool kMin>
+void gemm_decoded_bands(int n, const uint8_t* w, const uint8_t* bands, size_t band_stride, int ntok, int nrows, float* y,
+                        size_t y_stride) {
+  const auto* blocks = reinterpret_cast<const DecodedX8Block*>(w);
+  const int nbands = (ntok + kBandTokens - 1) / kBandTokens;
+  __m512 acc[kMaxBandsPerCall][8], mins[kMaxBandsPerCall][8];
+  for (int b = 0; b < nbands; ++b)
+    for (int r = 0; r < 8; ++r) acc[b][r] = mins[b][r] = _mm512_setzero_ps();
+  const __m256i ones = _mm256_set1_epi8(1);
+  for (int ib = 0; ib < n / 256; ++ib) {
+    const DecodedX8Block& B = blocks[ib];
+    // The sub-scales as int32, and each row's 128 * sum_j sc_j * (sum of its values j).
+    alignas(32) int32_t sc[16][8], corr[8];
+    __m256i c = _mm256_setzero_si256();
+    for (int j = 0; j < 16; ++j) {
+      const __m256i s = _mm256_srai_epi32(_mm256_slli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(B.sc[j])), 16), 16);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(sc[j]), s);
+      __m256i wsum = _mm256_setzero_si256();
+      STRATA_UNROLL for (int g = 0; g < 4; ++g) wsum = _mm256_dpbusd_epi32(wsum, ones, load32(B.v[4 * j + g]));
+      c = _mm256_add_epi32(c, _mm256_mullo_epi32(wsum, s));
+    }
+    _mm256_store_si256(reinterpret_cast<__m256i*>(corr), _mm256_slli_epi32(c, 7));
+    for (int b = 0; b < nbands; ++b) {
+      const TokenBandBlock& X = reinterpret_cast<const TokenBandBlock*>(bands + b * band_stride)[ib];
+      __m512i isum[8];
+      STRATA_UNROLL for (int r = 0; r < 8; ++r) isum[r] = _mm512_setzero_si512();
+      for (int j = 0; j < 16; ++j) {
+        __m512i p[8];
+        STRATA_UNROLL for (int r = 0; r < 8; ++r) p[r] = _mm512_setzero_si512();
+        STRATA_UNROLL for (int g = 0; g < 4; ++g) {
+          const int G = 4 * j + g;
+          const __m512i xv = _mm512_loadu_si512(X.q[G]);
+          STRATA_UNROLL for (int r = 0; r < 8; ++r) {
+            int32_t word;
+            std::memcpy(&word, B.v[G] + 4 * r, 4);
+            p[r] = _mm512_dpbusd_epi32(p[r], xv, _mm512_set1_epi32(word));
+          }
+        }
+        STRATA_UNROLL for (int r = 0; r < 8; ++r)
+          isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(p[r], _mm512_set1_epi32(sc[j][r])));
+      }
+      const __m512 dy = _mm512_loadu_ps(X.d);
+      STRATA_UNROLL for (int r = 0; r < 8; ++r) {
+        const __m512i total = _mm512_sub_epi32(isum[r], _mm512_set1_epi32(corr[r]));
+        acc[b][r] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(B.d[r]), dy), _mm512_cvtepi32_ps(total), acc[b][r]);
+      }
+      if constexpr (kMin) {
+        STRATA_UNROLL for (int r = 0; r < 8; ++r) {
+          __m512i m32 = _mm512_setzero_si512();
+          for (int q = 0; q < 8; ++q)
+            m32 = _mm512_add_epi32(m32, _mm512_madd_epi16(_mm512_set1_epi32(B.mn[q][r]), _mm512_loadu_si512(X.bs[q])));
+          mins[b][r] = _mm512_add_ps(mins[b][r], _mm512_mul_ps(dy, _mm512_mul_ps(_mm512_set1_ps(B.dmin[r]), _mm512_cvtepi32_ps(m32))));
+        }
+      }
+    }
+  }
+  for (int b = 0; b < nbands; ++b) {
+    const int nt = std::min(kBandTokens, ntok - b * kBandTokens);
+    for (int r = 0; r < nrows; ++r) {
+      alignas(64) float o[kBandTokens];
+      _mm512_store_ps(o, _mm512_sub_ps(acc[b][r], mins[b][r]));
+      for (int t = 0; t < nt; ++t) y[static_cast<size_t>(b * kBandTokens + t) * y_stride + r] = o[t];
+    }
+  }
+}
+
 }  // namespace
 
 void fill_avx512_gemm_x8(KernelTable& t) {
@@ -447,6 +520,13 @@ void fill_avx512_gemm_x8(KernelTable& t) {
   t.gemm_groups[static_cast<int>(GgmlType::BF16)] = GroupsDispatch<GBF16x16, 4>::run;
   t.groups_per_call[static_cast<int>(GgmlType::F16)] = 4;
   t.groups_per_call[static_cast<int>(GgmlType::BF16)] = 4;
+  // Prefill of packed Q2_K too goes through the decoded rows here (AVX2's packed kernel was
+  // faster than gemm_decoded8; the token-band kernel is faster than both).
+  t.decode_packed8[static_cast<int>(GgmlType::Q2_K)] = decode_packed8_q23<BlockQ2_Kx8>;
+  // Prefill of every format with decoded rows: 16 tokens per register.
+  for (int ti = 0; ti < kMaxTypes; ++ti)
+    if (t.gemm_decoded8[ti])
+      t.gemm_decoded_bands[ti] = static_cast<GgmlType>(ti) == GgmlType::Q2_K ? gemm_decoded_bands<true> : gemm_decoded_bands<false>;
 }
 
 }  // namespace strata

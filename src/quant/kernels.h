@@ -44,6 +44,12 @@ using DecodeRows8Fn = void (*)(int n, const uint8_t* rows, size_t row_stride, in
 // The same from one group of 8 rows in the packed layout (quant/gemm_x8.h), for prefill of
 // formats whose packed kernel is slower than gemm_decoded8 with several activation rows.
 using DecodePacked8Fn = void (*)(int n, const uint8_t* packed, uint8_t* decoded);
+// The decoded rows (nrows of 8 kept) times ntok activation rows in token bands
+// (prepare_token_bands; ceil(ntok / kBandTokens) bands of band_stride bytes, at most
+// kMaxBandsPerCall): y[t * y_stride + r], bit-identical to dotq on row r and token t.
+constexpr int kMaxBandsPerCall = 4;
+using GemmDecodedBandsFn = void (*)(int n, const uint8_t* decoded, const uint8_t* bands, size_t band_stride, int ntok,
+                                    int nrows, float* y, size_t y_stride);
 
 // Activations are quantized once per matmul to the format ggml pairs with each weight format:
 // Q8_0 for the 32-element block formats, Q8_K for the K-quants, and left in f32 for float weights.
@@ -62,6 +68,7 @@ struct KernelTable {
   DecodeRows8Fn decode_rows8[kMaxTypes] = {};  // optional, with gemm_decoded8: prefill of lookup formats
   GemmX8Fn gemm_decoded8[kMaxTypes] = {};
   DecodePacked8Fn decode_packed8[kMaxTypes] = {};  // optional, with gemm_decoded8: prefill of packed weights
+  GemmDecodedBandsFn gemm_decoded_bands[kMaxTypes] = {};  // optional: gemm_decoded8 on many tokens
   GemmX8Fn gemm_x8[kMaxTypes] = {};        // kernels on weights packed 8 rows at a time
   GemmGroupsFn gemm_groups[kMaxTypes] = {};  // optional: several packed groups per call...
   int groups_per_call[kMaxTypes] = {};       // ...this many at most
