@@ -3,6 +3,7 @@
 //  - Matvec/<format>: y = W x over a 64 MiB matrix on one thread (memory-bound decode step;
 //    MV_KIB=256 for a matrix in cache, the kernel's own speed; MV_COLS sets the row width).
 //  - Matmul/<format>: 128 activation rows through a 896 x 4864 matrix (compute-bound prefill).
+//  - TokenBands/<format>: the AVX-512 prefill kernel of the decoded formats alone, in cache.
 // Formats with an 8-row packed kernel are packed first, as the model loader does; set
 // STRATA_REPACK=0 to measure the file-layout kernels instead.
 // Run: build/bench/strata_microbench [--benchmark_filter=Q4_K]
@@ -128,12 +129,46 @@ void BM_Matmul(benchmark::State& state, GgmlType t) {
   state.SetItemsProcessed(state.iterations() * rows * cols * ntok);
 }
 
+// The prefill kernel of the decoded formats alone (gemm_decoded_bands, AVX-512 VNNI): 8 decoded
+// rows of 1024 values (TB_COLS) times 64 tokens, all in cache; items are multiply-adds.
+void BM_TokenBands(benchmark::State& state, GgmlType t) {
+  const KernelTable& k = kernels();
+  const int ti = static_cast<int>(t);
+  const int cols = std::getenv("TB_COLS") ? std::max(256, atoi(std::getenv("TB_COLS")) / 256 * 256) : 1024;
+  const int ntok = kBandTokens * kMaxBandsPerCall;
+  auto w = make_rows(t, cols, 8, 6);
+  std::vector<uint8_t> decoded(cols / 256 * kDecodedX8BlockBytes);
+  if (k.decode_rows8[ti]) {
+    k.decode_rows8[ti](cols, w.data(), row_bytes(t, cols), 8, decoded.data());
+  } else {
+    std::vector<uint8_t> packed(packed_group_bytes(t, cols));
+    pack_rows8(t, w.data(), row_bytes(t, cols), cols, packed.data());
+    k.decode_packed8[ti](cols, packed.data(), decoded.data());
+  }
+  std::vector<float> x(static_cast<size_t>(cols) * ntok), y(8 * ntok);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> d(0.f, 1.f);
+  for (auto& v : x) v = d(rng);
+  const size_t xrow = row_bytes(GgmlType::Q8_K, cols);
+  std::vector<uint8_t> xq(xrow * ntok), bands(token_band_bytes(cols) * kMaxBandsPerCall);
+  for (int i = 0; i < ntok; ++i) quantize_row(GgmlType::Q8_K, x.data() + i * cols, xq.data() + i * xrow, cols);
+  prepare_token_bands(cols, xq.data(), xrow, ntok, bands.data());
+  for (auto _ : state) {
+    k.gemm_decoded_bands[ti](cols, decoded.data(), bands.data(), token_band_bytes(cols), ntok, 8, y.data(), 8);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetItemsProcessed(state.iterations() * 8 * cols * ntok);
+}
+
 const bool kRegistered = [] {
   for (GgmlType t : kFormats) {
     benchmark::RegisterBenchmark(("Dot/" + type_name(t)).c_str(), BM_Dot, t);
     benchmark::RegisterBenchmark(("Matvec/" + type_name(t)).c_str(), BM_Matvec, t)->Unit(benchmark::kMillisecond);
     if (type_info(t).block_size == 32 || type_info(t).block_size == 256 || t == GgmlType::F16)
       benchmark::RegisterBenchmark(("Matmul/" + type_name(t)).c_str(), BM_Matmul, t)->Unit(benchmark::kMillisecond);
+    const int ti = static_cast<int>(t);
+    if (kernels().gemm_decoded_bands[ti] && (kernels().decode_rows8[ti] || kernels().decode_packed8[ti]))
+      benchmark::RegisterBenchmark(("TokenBands/" + type_name(t)).c_str(), BM_TokenBands, t);
   }
   return true;
 }();

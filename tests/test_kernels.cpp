@@ -440,6 +440,35 @@ TEST(PackedKernels2, DecodedFromPackedIsDecodedFromFile) {
   EXPECT_GE(checked, 18);  // Q3_K and the five lattice i-quants
 }
 
+// Prefill of packed weights in token bands (decode_packed8, then gemm_decoded_bands): every
+// output, in full and partial bands, has the bits of the packed kernel on that token alone.
+TEST(TokenBands, DecodedPackedGroupsGiveThePackedKernelsBits) {
+  int checked = 0;
+  for (GgmlType t : kPackFormats)
+    for (const KernelTable* simd : simd_tables()) {
+      const GemmDecodedBandsFn bands_fn = simd->gemm_decoded_bands[static_cast<int>(t)];
+      const DecodePacked8Fn decode8 = simd->decode_packed8[static_cast<int>(t)];
+      if (!bands_fn || !decode8) continue;
+      ++checked;
+      const int max_tok = kBandTokens * (kMaxBandsPerCall - 1) + 5;
+      PackedCase c(t, 8, 768, max_tok, 90);
+      std::vector<uint8_t> decoded(c.cols / 256 * kDecodedX8BlockBytes), bands(token_band_bytes(c.cols) * kMaxBandsPerCall);
+      decode8(c.cols, c.packed.data(), decoded.data());
+      for (int ntok : {5, 16, 33, max_tok}) {
+        prepare_token_bands(c.cols, c.xq.data(), c.x_stride, ntok, bands.data());
+        std::vector<float> y(8 * ntok);
+        bands_fn(c.cols, decoded.data(), bands.data(), token_band_bytes(c.cols), ntok, 8, y.data(), 8);
+        for (int tok = 0; tok < ntok; ++tok) {
+          float want[8];
+          c.run(simd->gemm_x8[static_cast<int>(t)], 0, tok, 1, want);
+          EXPECT_EQ(0, std::memcmp(&y[8 * tok], want, sizeof want)) << simd->isa << " " << type_name(t) << " ntok " << ntok << " token " << tok;
+        }
+      }
+    }
+  if (checked == 0) GTEST_SKIP() << "no token-band kernel on this CPU (AVX-512 VNNI)";
+  EXPECT_GE(checked, 10);  // Q2_K, Q3_K, Q5_K, Q6_K, IQ4_XS and the five lattice i-quants
+}
+
 // Through matmul: 5 packed groups plus 5 rows in file layout; the logits of a token must not
 // depend on the batch it came in or on the thread count.
 TEST_P(PackedKernels, MatmulOutputDoesNotDependOnBatchOrThreads) {

@@ -204,8 +204,8 @@ Work packed_work(const Matrix& w, const Input& in, float* y) {
   const size_t srow = a ? a->sums_row : 0;
   // Formats whose packed kernel is slower than the decoded one with several activation groups:
   // each group decoded once per matmul (the same bits as the packed kernel).
-  const GemmX8Fn gemm8 = k.gemm_decoded8[ti];
-  if (const DecodePacked8Fn decode8 = n_tok > kPackMaxTokens && gemm8 ? k.decode_packed8[ti] : nullptr)
+  const bool decoded = k.gemm_decoded8[ti] || (a && !a->bands.empty() && k.gemm_decoded_bands[ti]);
+  if (const DecodePacked8Fn decode8 = n_tok > kPackMaxTokens && decoded ? k.decode_packed8[ti] : nullptr)
     return decoded_groups_work(groups, 0, rows, cols, w.type, a, n_tok, y, [=, &w](int64_t g, uint8_t* out) {
       decode8(cols, w.packed + static_cast<size_t>(g) * w.packed_stride, out);
       return kPackRows;

@@ -28,9 +28,9 @@ void fill_avx2_gemm_x8(KernelTable& t) {
     t.decode_packed8[static_cast<int>(iq2)] = decode_packed8_iq2;
   }
   t.gemm_x8[static_cast<int>(GgmlType::IQ3_XXS)] = Dispatch<KIQ3_XXS>::run;
-  t.decode_packed8[static_cast<int>(GgmlType::IQ3_XXS)] = decode_packed8_iq3<IQ3_XXSValues>;
+  t.decode_packed8[static_cast<int>(GgmlType::IQ3_XXS)] = decode_packed8_nibble_values<IQ3_XXSValues>;
   t.gemm_x8[static_cast<int>(GgmlType::IQ3_S)] = Dispatch<KIQ3_S>::run;
-  t.decode_packed8[static_cast<int>(GgmlType::IQ3_S)] = decode_packed8_iq3<IQ3_SValues>;
+  t.decode_packed8[static_cast<int>(GgmlType::IQ3_S)] = decode_packed8_nibble_values<IQ3_SValues>;
   // Several groups per call (gemm_x8.h); the scalar table uses the same counts.
   t.gemm_groups[static_cast<int>(GgmlType::F16)] = GroupsDispatch<GF16, 3>::run;
   t.gemm_groups[static_cast<int>(GgmlType::BF16)] = GroupsDispatch<GBF16, 3>::run;

@@ -419,8 +419,13 @@ template <int G, int NT> struct GIQ4_NLx16 { static constexpr auto f = signed32_
 // sub-scale. The 128s are taken out once per block per row: 128 * sum_j sc_j * (sum of the
 // row's 16 values j), from the weights alone. The integer block total is then the one
 // gemm_decoded8 (and dotq) forms (wrapping int32 arithmetic ends at the same value), and the
-// float steps are theirs, lane for lane, so the bits are the same.
-template <bool kMin>
+// float steps are theirs, lane for lane, so the bits are the same. The mins, where the format has
+// them, are taken off as its own kernel does: Q2_K's summed apart and subtracted at the end
+// (gemm_decoded8), the other K-quants' per block (gemm_q45_k).
+// kSub: values per sub-scale (16; 32 where the format's sub-scales come in equal pairs, which
+// halves the multiplies).
+enum class BandMins { kNone, kSummedApart, kPerBlock };
+template <BandMins kMins, int kSub>
 void gemm_decoded_bands(int n, const uint8_t* w, const uint8_t* bands, size_t band_stride, int ntok, int nrows, float* y,
                         size_t y_stride) {
   const auto* blocks = reinterpret_cast<const DecodedX8Block*>(w);
@@ -446,11 +451,11 @@ void gemm_decoded_bands(int n, const uint8_t* w, const uint8_t* bands, size_t ba
       const TokenBandBlock& X = reinterpret_cast<const TokenBandBlock*>(bands + b * band_stride)[ib];
       __m512i isum[8];
       STRATA_UNROLL for (int r = 0; r < 8; ++r) isum[r] = _mm512_setzero_si512();
-      for (int j = 0; j < 16; ++j) {
+      for (int j = 0; j < 256 / kSub; ++j) {
         __m512i p[8];
         STRATA_UNROLL for (int r = 0; r < 8; ++r) p[r] = _mm512_setzero_si512();
-        STRATA_UNROLL for (int g = 0; g < 4; ++g) {
-          const int G = 4 * j + g;
+        STRATA_UNROLL for (int g = 0; g < kSub / 4; ++g) {
+          const int G = kSub / 4 * j + g;
           const __m512i xv = _mm512_loadu_si512(X.q[G]);
           STRATA_UNROLL for (int r = 0; r < 8; ++r) {
             int32_t word;
@@ -459,19 +464,23 @@ void gemm_decoded_bands(int n, const uint8_t* w, const uint8_t* bands, size_t ba
           }
         }
         STRATA_UNROLL for (int r = 0; r < 8; ++r)
-          isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(p[r], _mm512_set1_epi32(sc[j][r])));
+          isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(p[r], _mm512_set1_epi32(sc[kSub / 16 * j][r])));
       }
       const __m512 dy = _mm512_loadu_ps(X.d);
       STRATA_UNROLL for (int r = 0; r < 8; ++r) {
         const __m512i total = _mm512_sub_epi32(isum[r], _mm512_set1_epi32(corr[r]));
         acc[b][r] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(B.d[r]), dy), _mm512_cvtepi32_ps(total), acc[b][r]);
       }
-      if constexpr (kMin) {
+      if constexpr (kMins != BandMins::kNone) {
         STRATA_UNROLL for (int r = 0; r < 8; ++r) {
           __m512i m32 = _mm512_setzero_si512();
           for (int q = 0; q < 8; ++q)
             m32 = _mm512_add_epi32(m32, _mm512_madd_epi16(_mm512_set1_epi32(B.mn[q][r]), _mm512_loadu_si512(X.bs[q])));
-          mins[b][r] = _mm512_add_ps(mins[b][r], _mm512_mul_ps(dy, _mm512_mul_ps(_mm512_set1_ps(B.dmin[r]), _mm512_cvtepi32_ps(m32))));
+          const __m512 dm = _mm512_set1_ps(B.dmin[r]);
+          if constexpr (kMins == BandMins::kSummedApart)
+            mins[b][r] = _mm512_add_ps(mins[b][r], _mm512_mul_ps(dy, _mm512_mul_ps(dm, _mm512_cvtepi32_ps(m32))));
+          else
+            acc[b][r] = _mm512_fnmadd_ps(_mm512_mul_ps(dm, dy), _mm512_cvtepi32_ps(m32), acc[b][r]);
         }
       }
     }
@@ -520,13 +529,24 @@ void fill_avx512_gemm_x8(KernelTable& t) {
   t.gemm_groups[static_cast<int>(GgmlType::BF16)] = GroupsDispatch<GBF16x16, 4>::run;
   t.groups_per_call[static_cast<int>(GgmlType::F16)] = 4;
   t.groups_per_call[static_cast<int>(GgmlType::BF16)] = 4;
-  // Prefill of packed Q2_K too goes through the decoded rows here (AVX2's packed kernel was
-  // faster than gemm_decoded8; the token-band kernel is faster than both).
+  // Prefill of every format with decoded rows, 16 tokens per register; and of the packed formats
+  // whose prefill measured faster decoded so than through their packed kernel (AVX2's packed Q2_K
+  // kernel was faster than gemm_decoded8, so only here). Min ms of 4-6 alternated runs of
+  // strata_microbench Matmul/<format> (128 tokens, one thread), packed kernel -> token bands:
+  // Q2_K 5.30 -> 5.20, Q5_K 6.42 -> 5.45, Q6_K 7.27 -> 5.11, IQ4_XS 8.26 -> 4.08; Q4_K 5.52 -> 6.12,
+  // so Q4_K keeps its packed kernel.
+  auto bands = [&](GgmlType ty, GemmDecodedBandsFn f) { t.gemm_decoded_bands[static_cast<int>(ty)] = f; };
+  constexpr auto kNone16 = gemm_decoded_bands<BandMins::kNone, 16>, kNone32 = gemm_decoded_bands<BandMins::kNone, 32>;
+  for (GgmlType ty : {GgmlType::Q3_K, GgmlType::Q6_K, GgmlType::IQ2_XS, GgmlType::IQ2_S, GgmlType::IQ1_M}) bands(ty, kNone16);
+  for (GgmlType ty : {GgmlType::IQ2_XXS, GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::IQ1_S, GgmlType::IQ4_XS,
+                      GgmlType::TQ1_0, GgmlType::TQ2_0})
+    bands(ty, kNone32);
+  bands(GgmlType::Q2_K, gemm_decoded_bands<BandMins::kSummedApart, 16>);
+  bands(GgmlType::Q5_K, gemm_decoded_bands<BandMins::kPerBlock, 32>);
   t.decode_packed8[static_cast<int>(GgmlType::Q2_K)] = decode_packed8_q23<BlockQ2_Kx8>;
-  // Prefill of every format with decoded rows: 16 tokens per register.
-  for (int ti = 0; ti < kMaxTypes; ++ti)
-    if (t.gemm_decoded8[ti])
-      t.gemm_decoded_bands[ti] = static_cast<GgmlType>(ti) == GgmlType::Q2_K ? gemm_decoded_bands<true> : gemm_decoded_bands<false>;
+  t.decode_packed8[static_cast<int>(GgmlType::Q5_K)] = decode_packed8_q45_k<BlockQ5_Kx8>;
+  t.decode_packed8[static_cast<int>(GgmlType::Q6_K)] = decode_packed8_q6_k;
+  t.decode_packed8[static_cast<int>(GgmlType::IQ4_XS)] = decode_packed8_nibble_values<IQ4_XSValues>;
 }
 
 }  // namespace strata

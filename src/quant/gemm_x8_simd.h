@@ -766,15 +766,15 @@ void gemm_nibble_values(int n, const uint8_t* w, const uint8_t* xq, size_t xs, c
   STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, acc[t]);
 }
 
-// IQ3_XXS, IQ3_S (L: their values and block factor).
+// IQ3_XXS, IQ3_S, and IQ4_XS (L: their values, layout and block factor).
 template <typename L>
-void decode_packed8_iq3(int n, const uint8_t* w, uint8_t* out) {
-  const auto* b = reinterpret_cast<const BlockIQ3Levelsx8*>(w);
+void decode_packed8_nibble_values(int n, const uint8_t* w, uint8_t* out) {
+  const auto* b = reinterpret_cast<const typename L::Packed*>(w);
   auto* db = reinterpret_cast<DecodedX8Block*>(out);
   const __m128i l128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(L::values()));
   const __m256i values = _mm256_set_m128i(l128, l128), m4 = _mm256_set1_epi8(0x0F);
   for (int ib = 0; ib < n / 256; ++ib) {
-    const BlockIQ3Levelsx8& B = b[ib];
+    const auto& B = b[ib];
     DecodedX8Block& D = db[ib];
     __m256 dw = load_d8(B.d);
     if constexpr (requires { L::kD; }) dw = _mm256_mul_ps(dw, _mm256_set1_ps(L::kD));
@@ -789,6 +789,60 @@ void decode_packed8_iq3(int n, const uint8_t* w, uint8_t* out) {
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.v[8 * sub + 4 + g]),
                             _mm256_shuffle_epi8(values, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4)));
       }
+    }
+    _mm256_storeu_ps(D.dmin, _mm256_setzero_ps());
+    std::memset(D.mn, 0, sizeof D.mn);
+  }
+}
+
+// Packed Q5_K (or Q4_K, the same without fifth bits) as DecodedX8Block: values are the codes
+// (0..31), each 32-value scale and min twice (as 16-value sub-blocks). gemm_decoded_bands takes
+// them with the K-quant min step (acc - dmin * dy * mins per block), which is gemm_q45_k's.
+template <typename Packed>
+void decode_packed8_q45_k(int n, const uint8_t* w, uint8_t* out) {
+  const auto* b = reinterpret_cast<const Packed*>(w);
+  auto* db = reinterpret_cast<DecodedX8Block*>(out);
+  for (int ib = 0; ib < n / 256; ++ib) {
+    const Packed& B = b[ib];
+    DecodedX8Block& D = db[ib];
+    _mm256_storeu_ps(D.d, load_d8(B.d));
+    _mm256_storeu_ps(D.dmin, load_d8(B.dmin));
+    for (int sub = 0; sub < 8; ++sub) {
+      const __m256i sc = row_bytes_paired<false>(B.sc[sub]);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.sc[2 * sub]), sc);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.sc[2 * sub + 1]), sc);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.mn[sub]), row_bytes_paired<false>(B.mn[sub]));
+    }
+    for (int j = 0; j < 4; ++j)
+      for (int g = 0; g < 8; ++g) {  // values 64j + 4g.. (sub-block 2j) and 64j + 32 + 4g.. (2j + 1)
+        __m256i lo, hi;
+        q45_k_codes(B, j, g, lo, hi);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.v[16 * j + g]), lo);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.v[16 * j + 8 + g]), hi);
+      }
+  }
+}
+
+// Packed Q6_K as DecodedX8Block: values are the codes minus 32 (the offset gemm_q6_k takes out
+// through the code sums: the same integer total).
+inline void decode_packed8_q6_k(int n, const uint8_t* w, uint8_t* out) {
+  const auto* b = reinterpret_cast<const BlockQ6_Kx8*>(w);
+  auto* db = reinterpret_cast<DecodedX8Block*>(out);
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
+  for (int ib = 0; ib < n / 256; ++ib) {
+    const BlockQ6_Kx8& B = b[ib];
+    DecodedX8Block& D = db[ib];
+    _mm256_storeu_ps(D.d, load_d8(B.d));
+    for (int s = 0; s < 16; ++s) _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.sc[s]), row_bytes_paired<true>(B.sc[s]));
+    for (int h = 0; h < 16; ++h) {
+      const __m256i l0 = load256(B.ql + h * 32), l1 = load256(B.ql + (h + 16) * 32), hb = load256(B.qh + h * 32);
+      const __m256i c[4] = {
+          _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30)),
+          _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30))};
+      for (int m = 0; m < 4; ++m)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.v[h + 16 * m]), _mm256_sub_epi8(c[m], k32));
     }
     _mm256_storeu_ps(D.dmin, _mm256_setzero_ps());
     std::memset(D.mn, 0, sizeof D.mn);
