@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "quant/kernels.h"
-#include "quant/simd_avx2_blocks.h"  // STRATA_UNROLL
+#include "quant/simd_avx2_blocks.h"  // STRATA_UNROLL, transpose8x8_ps
 
 namespace strata {
 namespace {
@@ -142,22 +142,6 @@ void dot_rows_avx2(int n, const float* x, const float* rows, int nrows, float* o
 // Separate multiplies and adds (no FMA), in the scalar references' order, so every table gives the
 // same bits.
 
-// Rows r[0..8) of 8 floats -> their columns, in place.
-inline void transpose8(__m256 r[8]) {
-  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-  r[0] = _mm256_permute2f128_ps(u0, u4, 0x20), r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
-  r[1] = _mm256_permute2f128_ps(u1, u5, 0x20), r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
-  r[2] = _mm256_permute2f128_ps(u2, u6, 0x20), r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
-  r[3] = _mm256_permute2f128_ps(u3, u7, 0x20), r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
-}
-
 // G query rows against 8 cells whose keys are laid out by dimension (kt[d][8]): one lane per cell.
 template <int G>
 void scores8(int dk, const float* kt, const float* q, float* out, int ld, int m) {
@@ -186,7 +170,7 @@ void attn_scores_avx2(int dk, int nc, const float* k, const float* q, int group,
       for (int d0 = 0; d0 < dk; d0 += 8) {
         __m256 r[8];
         for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(kc + static_cast<size_t>(j) * dk + d0);
-        transpose8(r);
+        transpose8x8_ps(r);
         for (int j = 0; j < 8; ++j) _mm256_storeu_ps(kt.data() + 8 * (d0 + j), r[j]);
       }
     } else {

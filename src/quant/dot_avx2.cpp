@@ -1077,25 +1077,6 @@ void dotq_codes_rows(int n, const uint8_t* w, size_t row_stride, int nrows, cons
 // Prefill of these formats: 8 weight rows decoded once per matmul into DecodedX8Block
 // (quant/gemm_x8.h), so every broadcast activation word feeds 8 rows.
 
-// o[g] = dword g of every r[k], k = 0..7 (an 8 x 8 transpose of 32-bit elements).
-inline void transpose8x8_epi32(__m256i* r) {
-  __m256i t[8], u[8];
-  for (int k = 0; k < 4; ++k) {
-    t[2 * k] = _mm256_unpacklo_epi32(r[2 * k], r[2 * k + 1]);
-    t[2 * k + 1] = _mm256_unpackhi_epi32(r[2 * k], r[2 * k + 1]);
-  }
-  for (int k = 0; k < 2; ++k) {
-    u[4 * k + 0] = _mm256_unpacklo_epi64(t[4 * k], t[4 * k + 2]);
-    u[4 * k + 1] = _mm256_unpackhi_epi64(t[4 * k], t[4 * k + 2]);
-    u[4 * k + 2] = _mm256_unpacklo_epi64(t[4 * k + 1], t[4 * k + 3]);
-    u[4 * k + 3] = _mm256_unpackhi_epi64(t[4 * k + 1], t[4 * k + 3]);
-  }
-  for (int g = 0; g < 4; ++g) {
-    r[g] = _mm256_permute2x128_si256(u[g], u[4 + g], 0x20);
-    r[g + 4] = _mm256_permute2x128_si256(u[g], u[4 + g], 0x31);
-  }
-}
-
 // Formats with a min term (Q2_K) carry their mins into the decoded rows.
 template <typename F>
 constexpr bool has_min = requires(const typename F::Block& b) { F::min_scale(b); };

@@ -485,13 +485,21 @@ void gemm_decoded_bands(int n, const uint8_t* w, const uint8_t* bands, size_t ba
       }
     }
   }
+  // Each token's 8 rows leave with one store (transposed in registers): Y's rows for a token are
+  // adjacent, its tokens far apart.
+  const __mmask8 rows_mask = static_cast<__mmask8>((1u << nrows) - 1);
   for (int b = 0; b < nbands; ++b) {
     const int nt = std::min(kBandTokens, ntok - b * kBandTokens);
-    for (int r = 0; r < nrows; ++r) {
-      alignas(64) float o[kBandTokens];
-      _mm512_store_ps(o, _mm512_sub_ps(acc[b][r], mins[b][r]));
-      for (int t = 0; t < nt; ++t) y[static_cast<size_t>(b * kBandTokens + t) * y_stride + r] = o[t];
+    __m256 half[2][8];
+    for (int r = 0; r < 8; ++r) {
+      const __m512 v = _mm512_sub_ps(acc[b][r], mins[b][r]);
+      half[0][r] = _mm512_castps512_ps256(v);
+      half[1][r] = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
     }
+    transpose8x8_ps(half[0]);
+    transpose8x8_ps(half[1]);
+    for (int t = 0; t < nt; ++t)
+      _mm256_mask_storeu_ps(y + static_cast<size_t>(b * kBandTokens + t) * y_stride, rows_mask, half[t / 8][t % 8]);
   }
 }
 
