@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <set>
 
@@ -536,10 +537,16 @@ INSTANTIATE_TEST_SUITE_P(Formats, PackedKernels, ::testing::ValuesIn(kPackFormat
 
 TEST(Quant, SimdActivationQuantizersGiveTheReferenceBytes) {
   if (simd_tables().empty()) GTEST_SKIP() << "CPU has no AVX2";
-  for (GgmlType at : {GgmlType::Q8_0, GgmlType::Q8_K}) {
+  for (GgmlType at : {GgmlType::Q8_0, GgmlType::Q8_K, GgmlType::F16}) {
     const int n = 1024;
     for (int trial = 0; trial < 40; ++trial) {
       auto x = randn(n, 600 + trial, trial % 4 == 0 ? 1e-3f : 2.f);
+      if (at == GgmlType::F16 && trial % 5 == 4) {  // f16's edges: overflow, subnormals, ties, NaN
+        const float edges[] = {65504.f, 65519.f, 65520.f, -1e6f, std::numeric_limits<float>::infinity(), 6e-8f, 3e-8f,
+                               2.98e-8f, -1e-7f, 1.f + 1.f / 2048, 1.f + 3.f / 2048, -0.f,
+                               std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(), 1e-40f};
+        for (size_t k = 0; k < std::size(edges); ++k) x[37 * k + trial] = edges[k];
+      }
       if (trial % 5 == 1) std::fill(x.begin(), x.begin() + 256, 0.f);   // an all-zero block
       if (trial % 5 == 2) x[200] = std::fabs(x[200]) + 9.f, x[3] = -x[200];  // two of largest magnitude
       if (trial % 5 == 3)

@@ -1,5 +1,5 @@
-// AVX2 activation quantizers (Q8_0 for the 32-value formats, Q8_K for the K- and i-quants).
-// They give exactly the bytes of the reference quantizers: same scale, products in float,
+// AVX2 activation quantizers (Q8_0 for the 32-value formats, Q8_K for the K- and i-quants), and
+// the f16 rows of the KV cache. They give exactly the bytes of the reference quantizers: same scale, products in float,
 // round-to-nearest-even conversion, and for Q8_K the first element of largest magnitude.
 #include <immintrin.h>
 
@@ -82,11 +82,33 @@ void quantize_q8_k_avx2(const float* x, void* dst, int64_t n) {
   }
 }
 
+// F16 rows (the f16 KV cache's): F16C's conversion rounds to nearest even as fp32_to_fp16 does,
+// overflow, subnormals and zeros included; NaNs become fp32_to_fp16's sign | 0x7E00.
+void quantize_f16_avx2(const float* x, void* dst, int64_t n) {
+  auto* out = static_cast<uint16_t*>(dst);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+    if (_mm256_movemask_ps(nan)) {
+      const __m128i sign = _mm_and_si128(_mm_packs_epi32(_mm256_castsi256_si128(_mm256_srai_epi32(_mm256_castps_si256(v), 16)),
+                                                         _mm256_extracti128_si256(_mm256_srai_epi32(_mm256_castps_si256(v), 16), 1)),
+                                         _mm_set1_epi16(static_cast<int16_t>(0x8000)));
+      const __m128i mask = _mm_packs_epi32(_mm256_castsi256_si128(_mm256_castps_si256(nan)), _mm256_extracti128_si256(_mm256_castps_si256(nan), 1));
+      h = _mm_blendv_epi8(h, _mm_or_si128(sign, _mm_set1_epi16(0x7E00)), mask);
+    }
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
+  }
+  for (; i < n; ++i) out[i] = fp32_to_fp16(x[i]);
+}
+
 }  // namespace
 
 void fill_avx2_quantizers(KernelTable& t) {
   t.quantize_act[static_cast<int>(GgmlType::Q8_0)] = quantize_q8_0_avx2;
   t.quantize_act[static_cast<int>(GgmlType::Q8_K)] = quantize_q8_k_avx2;
+  t.quantize_act[static_cast<int>(GgmlType::F16)] = quantize_f16_avx2;
 }
 
 }  // namespace strata
