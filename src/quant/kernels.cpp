@@ -111,6 +111,7 @@ const KernelTable* avx512_kernels() {
     static KernelTable k = *avx2_kernels();
     fill_avx512_kernels(k);
     fill_avx512_gemm_x8(k);
+    fill_avx512_vec(k);
     return &k;
   }();
   return t;

@@ -98,6 +98,7 @@ void fill_scalar_kernels(KernelTable& t);
 void fill_avx2_kernels(KernelTable& t);    // defined in the AVX2 file
 void fill_avx512_kernels(KernelTable& t);
 void fill_avx2_quantizers(KernelTable& t);  // defined in the AVX2 quantizer file
-void fill_avx2_vec(KernelTable& t);  // defined in ops/vec_avx2.cpp  // defined in the AVX-512 file (on top of the AVX2 table)
+void fill_avx2_vec(KernelTable& t);    // defined in ops/vec_avx2.cpp
+void fill_avx512_vec(KernelTable& t);  // defined in ops/vec_avx512.cpp (on top of the AVX2 table)
 
 }  // namespace strata
