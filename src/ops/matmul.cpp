@@ -97,7 +97,7 @@ template <typename Decode>
 Work decoded_groups_work(int64_t groups, int64_t row0, int64_t rows, int cols, GgmlType type,
                          const QuantizedActivations* a, int n_tok, float* y, Decode decode) {
   const GemmX8Fn gemm8 = kernels().gemm_decoded8[static_cast<int>(type)];
-  const GemmDecodedBandsFn banded = a->bands.empty() ? nullptr : kernels().gemm_decoded_bands[static_cast<int>(type)];
+  const GemmDecodedBandsFn banded = takes_token_bands(type, n_tok) ? kernels().gemm_decoded_bands[static_cast<int>(type)] : nullptr;
   const uint8_t* xq = a->q.data();
   const uint8_t* bands = a->bands.data();
   const size_t xrow = a->row, band_bytes = a->band_bytes;
@@ -204,8 +204,8 @@ Work packed_work(const Matrix& w, const Input& in, float* y) {
   const size_t srow = a ? a->sums_row : 0;
   // Formats whose packed kernel is slower than the decoded one with several activation groups:
   // each group decoded once per matmul (the same bits as the packed kernel).
-  const bool decoded = k.gemm_decoded8[ti] || (a && !a->bands.empty() && k.gemm_decoded_bands[ti]);
-  if (const DecodePacked8Fn decode8 = n_tok > kPackMaxTokens && decoded ? k.decode_packed8[ti] : nullptr)
+  const bool decoded = n_tok > kPackMaxTokens && (k.gemm_decoded8[ti] || takes_token_bands(w.type, n_tok));
+  if (const DecodePacked8Fn decode8 = decoded ? k.decode_packed8[ti] : nullptr)
     return decoded_groups_work(groups, 0, rows, cols, w.type, a, n_tok, y, [=, &w](int64_t g, uint8_t* out) {
       decode8(cols, w.packed + static_cast<size_t>(g) * w.packed_stride, out);
       return kPackRows;

@@ -499,6 +499,12 @@ void gemm_tq2_0(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
   STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, acc[t]);
 }
 
+// A decoded block of a format without mins (every one but Q2_K and the K-quants with mins).
+inline void clear_mins(DecodedX8Block& D) {
+  _mm256_storeu_ps(D.dmin, _mm256_setzero_ps());
+  std::memset(D.mn, 0, sizeof D.mn);
+}
+
 // A packed Q2_K / Q3_K group as DecodedX8Block (prefill with more than 4 activation rows goes
 // through gemm_decoded8, which gives the same bits): values are the kernel's codes (Q3_K's minus
 // 4), value 4G + i = 128h + 32j + 4*g8 + i with G = 32h + 8j + g8.
@@ -523,8 +529,7 @@ void decode_packed8_q23(int n, const uint8_t* w, uint8_t* out) {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.v[32 * h + 8 * j + g8]), v);
     }
     if constexpr (kQ3) {
-      _mm256_storeu_ps(D.dmin, _mm256_setzero_ps());
-      std::memset(D.mn, 0, sizeof D.mn);
+      clear_mins(D);
     } else {
       _mm256_storeu_ps(D.dmin, load_d8(B.dmin));
       for (int p = 0; p < 8; ++p)
@@ -600,8 +605,7 @@ inline void decode_packed8_iq2(int n, const uint8_t* w, uint8_t* out) {
     for (int s = 0; s < 16; ++s) _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.sc[s]), row_bytes_paired<true>(B.sc[s]));
     STRATA_UNROLL for (int h = 0; h < 2; ++h) STRATA_UNROLL for (int j = 0; j < 4; ++j) for (int g8 = 0; g8 < 8; ++g8)
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.v[32 * h + 8 * j + g8]), _mm256_shuffle_epi8(values, q23_k_codes(B, h, j, g8)));
-    _mm256_storeu_ps(D.dmin, _mm256_setzero_ps());
-    std::memset(D.mn, 0, sizeof D.mn);
+    clear_mins(D);
   }
 }
 
@@ -790,8 +794,7 @@ void decode_packed8_nibble_values(int n, const uint8_t* w, uint8_t* out) {
                             _mm256_shuffle_epi8(values, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4)));
       }
     }
-    _mm256_storeu_ps(D.dmin, _mm256_setzero_ps());
-    std::memset(D.mn, 0, sizeof D.mn);
+    clear_mins(D);
   }
 }
 
@@ -844,8 +847,7 @@ inline void decode_packed8_q6_k(int n, const uint8_t* w, uint8_t* out) {
       for (int m = 0; m < 4; ++m)
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.v[h + 16 * m]), _mm256_sub_epi8(c[m], k32));
     }
-    _mm256_storeu_ps(D.dmin, _mm256_setzero_ps());
-    std::memset(D.mn, 0, sizeof D.mn);
+    clear_mins(D);
   }
 }
 

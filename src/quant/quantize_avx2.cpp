@@ -92,11 +92,11 @@ void quantize_f16_avx2(const float* x, void* dst, int64_t n) {
     __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
     if (_mm256_movemask_ps(nan)) {
-      const __m128i sign = _mm_and_si128(_mm_packs_epi32(_mm256_castsi256_si128(_mm256_srai_epi32(_mm256_castps_si256(v), 16)),
-                                                         _mm256_extracti128_si256(_mm256_srai_epi32(_mm256_castps_si256(v), 16), 1)),
+      // Each lane's top 16 bits (sign first) and its NaN mask, narrowed to the 16-bit lanes of h.
+      auto narrow = [](__m256i x) { return _mm_packs_epi32(_mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1)); };
+      const __m128i sign = _mm_and_si128(narrow(_mm256_srai_epi32(_mm256_castps_si256(v), 16)),
                                          _mm_set1_epi16(static_cast<int16_t>(0x8000)));
-      const __m128i mask = _mm_packs_epi32(_mm256_castsi256_si128(_mm256_castps_si256(nan)), _mm256_extracti128_si256(_mm256_castps_si256(nan), 1));
-      h = _mm_blendv_epi8(h, _mm_or_si128(sign, _mm_set1_epi16(0x7E00)), mask);
+      h = _mm_blendv_epi8(h, _mm_or_si128(sign, _mm_set1_epi16(0x7E00)), narrow(_mm256_castps_si256(nan)));
     }
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
   }
