@@ -532,6 +532,44 @@ TEST(PackedGroups, GroupsPerCallGiveTheSingleGroupBits) {
     EXPECT_TRUE(seen.count(t)) << type_name(t) << " has no several-groups kernel";
 }
 
+// F16 and BF16 prefill one chunk of columns at a time (the order matmul calls it in): after the
+// last chunk every output has gemm_x8's bits for its group and token, and nothing outside the
+// groups' rows is written.
+TEST(PackedGroups, HalfWideChunksGiveTheSingleGroupBits) {
+  int checked = 0;
+  const int cols = 2 * kHalfWideChunk + 96;  // a short last chunk
+  for (GgmlType type : {GgmlType::F16, GgmlType::BF16})
+    for (const KernelTable* k : simd_tables()) {
+      const GemmHalfWideFn wide = k->gemm_half_wide[static_cast<int>(type)];
+      if (!wide) continue;
+      ++checked;
+      const int max_groups = k->half_wide_groups[static_cast<int>(type)];
+      ASSERT_GE(max_groups, 1);
+      const int max_tok = 27;
+      PackedCase c(type, 8 * max_groups, cols, max_tok, 31);
+      const GemmX8Fn ref = scalar_kernels().gemm_x8[static_cast<int>(type)];
+      for (int ng = 1; ng <= max_groups; ++ng)
+        for (int ntok : {1, 5, 8, 9, 17, max_tok}) {
+          const size_t ys = 8 * static_cast<size_t>(max_groups) + 8;  // wider than the groups
+          std::vector<float> y(ys * ntok, std::numeric_limits<float>::quiet_NaN());
+          for (int k0 = 0; k0 < cols; k0 += kHalfWideChunk)
+            wide(k0, std::min(kHalfWideChunk, cols - k0), c.packed.data(), c.group_bytes, ng, c.x.data(),
+                 static_cast<size_t>(cols), ntok, y.data(), ys);
+          for (int g = 0; g < ng; ++g)
+            for (int t = 0; t < ntok; ++t) {
+              float want[8];
+              c.run(ref, g, t, 1, want);
+              EXPECT_EQ(0, std::memcmp(want, &y[ys * t + 8 * g], sizeof want))
+                  << k->isa << " " << type_name(type) << " groups " << ng << " ntok " << ntok << " token " << t;
+            }
+          for (int t = 0; t < ntok; ++t)
+            for (size_t r = 8 * static_cast<size_t>(ng); r < ys; ++r)
+              EXPECT_TRUE(std::isnan(y[ys * t + r])) << k->isa << " " << type_name(type) << " wrote row " << r;
+        }
+    }
+  if (checked == 0) GTEST_SKIP() << "CPU has no AVX2";
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, PackedKernels, ::testing::ValuesIn(kPackFormats),
                          [](const auto& info) { return type_name(info.param); });
 

@@ -202,6 +202,23 @@ Work packed_work(const Matrix& w, const Input& in, float* y) {
   const size_t xrow = a ? a->row : static_cast<size_t>(cols) * sizeof(float);
   const Q8BlockInfo* sums = a ? a->sums.data() : nullptr;
   const size_t srow = a ? a->sums_row : 0;
+  // F16 and BF16 on more than 4 tokens: the weights widened once per chunk of columns, for every
+  // token; chunks outside, so that the activations' chunk is reused by all the unit's groups.
+  if (const GemmHalfWideFn wide = n_tok > kPackMaxTokens ? k.gemm_half_wide[ti] : nullptr) {
+    const int per_call = k.half_wide_groups[ti];
+    const float* x = in.x;
+    return {(groups + per_call - 1) / per_call, 0, groups * kPackRows, per_call * kPackRows,
+            [=, &w](int64_t s0, int64_t s1) {
+              for (int k0 = 0; k0 < cols; k0 += kHalfWideChunk)
+                for (int64_t s = s0; s < s1; ++s) {
+                  const int64_t g = s * per_call;
+                  const int ng = static_cast<int>(std::min<int64_t>(per_call, groups - g));
+                  wide(k0, std::min(kHalfWideChunk, cols - k0), w.packed + static_cast<size_t>(g) * w.packed_stride,
+                       w.packed_stride, ng, x, static_cast<size_t>(cols), n_tok, y + g * kPackRows,
+                       static_cast<size_t>(rows));
+                }
+            }};
+  }
   // Formats whose packed kernel is slower than the decoded one with several activation groups:
   // each group decoded once per matmul (the same bits as the packed kernel).
   const bool decoded = n_tok > kPackMaxTokens && (k.gemm_decoded8[ti] || takes_token_bands(w.type, n_tok));

@@ -154,6 +154,18 @@ using GemmGroupsFn = void (*)(int n, const uint8_t* w, size_t group_stride, int 
                               size_t xq_stride, const Q8BlockInfo* xinfo, size_t xinfo_stride, int ntok, float* out,
                               size_t out_stride);
 
+// F16 and BF16 prefill on many tokens, one chunk of columns at a time: columns [k0, k0 + kc)
+// (kc <= kHalfWideChunk) of ngroups consecutive packed groups (group_stride bytes apart; 1 to the
+// table's half_wide_groups for the format) times ntok f32 activation rows (x_stride floats apart,
+// any count), continuing in y[t * y_stride + g * 8 + r] the chains over columns [0, k0) (started
+// from zero when k0 is 0). After the last chunk y holds the bits of gemm_x8 on each group (one
+// fma chain per output over the columns in order). The weights are widened to f32 once per
+// chunk and shared by every token (GemmGroupsFn widens them again for every 4 tokens); callers
+// take the chunks in the outer loop, so that the activations' chunk stays in cache across groups.
+constexpr int kHalfWideChunk = 256;
+using GemmHalfWideFn = void (*)(int k0, int kc, const uint8_t* w, size_t group_stride, int ngroups, const float* x,
+                                size_t x_stride, int ntok, float* y, size_t y_stride);
+
 // The xinfo argument above for a row of n values in Q8_0 blocks.
 void q8_0_block_info(const uint8_t* xq, int64_t n, Q8BlockInfo* info);
 

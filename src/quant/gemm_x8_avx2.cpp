@@ -36,6 +36,11 @@ void fill_avx2_gemm_x8(KernelTable& t) {
   t.gemm_groups[static_cast<int>(GgmlType::BF16)] = GroupsDispatch<GBF16, 3>::run;
   t.gemm_groups[static_cast<int>(GgmlType::Q4_0)] = GroupsDispatch<GQ4_0, 2>::run;
   t.gemm_groups[static_cast<int>(GgmlType::Q5_0)] = GroupsDispatch<GQ5_0, 2>::run;
+  // Prefill of F16 and BF16 on more than 4 tokens: the weights widened once per chunk of columns.
+  t.gemm_half_wide[static_cast<int>(GgmlType::F16)] = gemm_half_wide<LanesAvx2, WidenF16, 6>;
+  t.gemm_half_wide[static_cast<int>(GgmlType::BF16)] = gemm_half_wide<LanesAvx2, WidenBF16, 6>;
+  t.half_wide_groups[static_cast<int>(GgmlType::F16)] = 2;
+  t.half_wide_groups[static_cast<int>(GgmlType::BF16)] = 2;
   t.groups_per_call[static_cast<int>(GgmlType::F16)] = 3;
   t.groups_per_call[static_cast<int>(GgmlType::BF16)] = 3;
   t.groups_per_call[static_cast<int>(GgmlType::Q4_0)] = 2;

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <utility>
 
 #include "quant/gemm_x8.h"
 #include "quant/kernels.h"
@@ -887,6 +888,75 @@ template <class W, int NT>
 void gemm_half(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo* xi, size_t xis, float* out) {
   half_groups<W, 1, NT>(n, w, 0, xq, xs, xi, xis, out, 8);
 }
+
+// ---- F16, BF16 prefill on many tokens (GemmHalfWideFn) ----
+// The groups' weights in the chunk of columns are widened to f32 once into a buffer that stays
+// in L1, then every token passes through it, NT at a time: per column, NV weight
+// vectors and NT broadcasts feed NV * NT multiply-adds with no conversion in the loop
+// (half_groups converts for every 4 tokens, and its conversions share the multiply-add ports).
+// Each output's fma chain runs over the columns in order, carried in y from chunk to chunk, so
+// the bits are gemm_x8's. L is the lane set: L::V holds L::kRows rows (one group for AVX2, two
+// for AVX-512), load/store_rows move the first n of them.
+template <class L, int NV, int NT>
+void half_wide_tile(int kc, const float* wide, const float* x, size_t xs, float* y, size_t ys, bool first, int tail) {
+  using V = typename L::V;
+  V acc[NV][NT];
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) STRATA_UNROLL for (int p = 0; p < NV; ++p)
+    acc[p][t] = first ? L::zero() : L::load_rows(y + ys * t + L::kRows * p, p == NV - 1 ? tail : L::kRows);
+  const float* xt[NT];
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) xt[t] = x + xs * t;
+  for (int k = 0; k < kc; ++k) {
+    V wv[NV];
+    STRATA_UNROLL for (int p = 0; p < NV; ++p) wv[p] = L::load(wide + (k * NV + p) * L::kRows);
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+      const V b = L::bcast(xt[t] + k);
+      STRATA_UNROLL for (int p = 0; p < NV; ++p) acc[p][t] = L::fma(wv[p], b, acc[p][t]);
+    }
+  }
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) STRATA_UNROLL for (int p = 0; p < NV; ++p)
+    L::store_rows(y + ys * t + L::kRows * p, acc[p][t], p == NV - 1 ? tail : L::kRows);
+}
+
+// Up to 2 * L::kRows / 8 groups per call.
+template <class L, class W, int NT>
+void gemm_half_wide(int k0, int kc, const uint8_t* w, size_t gs, int ngroups, const float* x, size_t xs, int ntok,
+                    float* y, size_t ys) {
+  using Tile = void (*)(int, const float*, const float*, size_t, float*, size_t, bool, int);
+  static constexpr auto kTiles = []<int... I>(std::integer_sequence<int, I...>) {
+    return std::array<std::array<Tile, NT>, 2>{{{half_wide_tile<L, 1, I + 1>...}, {half_wide_tile<L, 2, I + 1>...}}};
+  }(std::make_integer_sequence<int, NT>{});
+  alignas(64) float wide[kHalfWideChunk * 2 * L::kRows];
+  const int rows = 8 * ngroups, nv = (rows + L::kRows - 1) / L::kRows, stride = nv * L::kRows;
+  const int tail = rows - (nv - 1) * L::kRows;
+  for (int k = 0; k < kc; ++k) {
+    float* d = wide + k * stride;
+    for (int g = 0; g < ngroups; ++g)
+      _mm256_store_ps(d + 8 * g, W::load(reinterpret_cast<const uint16_t*>(w + gs * g) + 8 * (k0 + k)));
+    for (int g = ngroups; g < stride / 8; ++g) _mm256_store_ps(d + 8 * g, _mm256_setzero_ps());
+  }
+  // The next groups' chunk (the caller's next call) is fetched into L2 a slice per tile: each
+  // group's chunk is its own 4 KiB stretch, which the hardware prefetcher does not run ahead into.
+  const char* next = reinterpret_cast<const char*>(w + gs * ngroups) + 8 * sizeof(uint16_t) * k0;
+  const int group_lines = (8 * static_cast<int>(sizeof(uint16_t)) * kc + 63) / 64, lines = ngroups * group_lines;
+  const int per_tile = (lines + (ntok + NT - 1) / NT - 1) / ((ntok + NT - 1) / NT);
+  int line = 0;
+  for (int t = 0; t < ntok; t += NT) {
+    for (const int end = std::min(lines, line + per_tile); line < end; ++line)
+      _mm_prefetch(next + gs * (line / group_lines) + 64 * (line % group_lines), _MM_HINT_T1);
+    kTiles[nv - 1][std::min(NT, ntok - t) - 1](kc, wide, x + xs * t + k0, xs, y + ys * t, ys, k0 == 0, tail);
+  }
+}
+
+struct LanesAvx2 {
+  using V = __m256;
+  static constexpr int kRows = 8;
+  static V zero() { return _mm256_setzero_ps(); }
+  static V load(const float* p) { return _mm256_load_ps(p); }
+  static V bcast(const float* p) { return _mm256_broadcast_ss(p); }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V load_rows(const float* p, int) { return _mm256_loadu_ps(p); }
+  static void store_rows(float* p, V v, int) { _mm256_storeu_ps(p, v); }
+};
 
 // A GemmGroupsFn over K<G, NT>::f for G up to MaxG.
 template <template <int, int> class K, int MaxG>

@@ -72,6 +72,8 @@ struct KernelTable {
   GemmX8Fn gemm_x8[kMaxTypes] = {};        // kernels on weights packed 8 rows at a time
   GemmGroupsFn gemm_groups[kMaxTypes] = {};  // optional: several packed groups per call...
   int groups_per_call[kMaxTypes] = {};       // ...this many at most
+  GemmHalfWideFn gemm_half_wide[kMaxTypes] = {};  // optional: F16/BF16 prefill on many tokens...
+  int half_wide_groups[kMaxTypes] = {};           // ...this many groups per call at most
   QuantizeFn quantize_act[kMaxTypes] = {};  // activation quantizers, by activation format (and F16
                                             // for the KV cache); the reference's bytes
   GatedActFn silu_mul = nullptr;            // vector versions; ops' scalar reference when null
