@@ -897,8 +897,22 @@ void gemm_half(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8Bl
 // Each output's fma chain runs over the columns in order, carried in y from chunk to chunk, so
 // the bits are gemm_x8's. L is the lane set: L::V holds L::kRows rows (one group for AVX2, two
 // for AVX-512), load/store_rows move the first n of them.
+// Lines [line, end) of the next groups' chunk, line l at base + group_stride * (l / group_lines)
+// + 64 * (l % group_lines): fetched into L2 one at a time while a tile computes.
+struct HalfWidePrefetch {
+  const char* base;
+  size_t group_stride;
+  int group_lines, line, end;
+  void one() {
+    if (line >= end) return;
+    _mm_prefetch(base + group_stride * (line / group_lines) + 64 * (line % group_lines), _MM_HINT_T1);
+    ++line;
+  }
+};
+
 template <class L, int NV, int NT>
-void half_wide_tile(int kc, const float* wide, const float* x, size_t xs, float* y, size_t ys, bool first, int tail) {
+void half_wide_tile(int kc, const float* wide, const float* x, size_t xs, float* y, size_t ys, bool first, int tail,
+                    HalfWidePrefetch& pf) {
   using V = typename L::V;
   V acc[NV][NT];
   STRATA_UNROLL for (int t = 0; t < NT; ++t) STRATA_UNROLL for (int p = 0; p < NV; ++p)
@@ -906,6 +920,7 @@ void half_wide_tile(int kc, const float* wide, const float* x, size_t xs, float*
   const float* xt[NT];
   STRATA_UNROLL for (int t = 0; t < NT; ++t) xt[t] = x + xs * t;
   for (int k = 0; k < kc; ++k) {
+    if (k % 4 == 0) pf.one();
     V wv[NV];
     STRATA_UNROLL for (int p = 0; p < NV; ++p) wv[p] = L::load(wide + (k * NV + p) * L::kRows);
     STRATA_UNROLL for (int t = 0; t < NT; ++t) {
@@ -921,7 +936,7 @@ void half_wide_tile(int kc, const float* wide, const float* x, size_t xs, float*
 template <class L, class W, int NT>
 void gemm_half_wide(int k0, int kc, const uint8_t* w, size_t gs, int ngroups, const float* x, size_t xs, int ntok,
                     float* y, size_t ys) {
-  using Tile = void (*)(int, const float*, const float*, size_t, float*, size_t, bool, int);
+  using Tile = void (*)(int, const float*, const float*, size_t, float*, size_t, bool, int, HalfWidePrefetch&);
   static constexpr auto kTiles = []<int... I>(std::integer_sequence<int, I...>) {
     return std::array<std::array<Tile, NT>, 2>{{{half_wide_tile<L, 1, I + 1>...}, {half_wide_tile<L, 2, I + 1>...}}};
   }(std::make_integer_sequence<int, NT>{});
@@ -934,17 +949,16 @@ void gemm_half_wide(int k0, int kc, const uint8_t* w, size_t gs, int ngroups, co
       _mm256_store_ps(d + 8 * g, W::load(reinterpret_cast<const uint16_t*>(w + gs * g) + 8 * (k0 + k)));
     for (int g = ngroups; g < stride / 8; ++g) _mm256_store_ps(d + 8 * g, _mm256_setzero_ps());
   }
-  // The next groups' chunk (the caller's next call) is fetched into L2 a slice per tile: each
-  // group's chunk is its own 4 KiB stretch, which the hardware prefetcher does not run ahead into.
-  const char* next = reinterpret_cast<const char*>(w + gs * ngroups) + 8 * sizeof(uint16_t) * k0;
-  const int group_lines = (8 * static_cast<int>(sizeof(uint16_t)) * kc + 63) / 64, lines = ngroups * group_lines;
-  const int per_tile = (lines + (ntok + NT - 1) / NT - 1) / ((ntok + NT - 1) / NT);
-  int line = 0;
-  for (int t = 0; t < ntok; t += NT) {
-    for (const int end = std::min(lines, line + per_tile); line < end; ++line)
-      _mm_prefetch(next + gs * (line / group_lines) + 64 * (line % group_lines), _MM_HINT_T1);
-    kTiles[nv - 1][std::min(NT, ntok - t) - 1](kc, wide, x + xs * t + k0, xs, y + ys * t, ys, k0 == 0, tail);
-  }
+  // The next groups' chunk (the caller's next call) is fetched into L2 during the tiles, a line
+  // every 4 columns: each group's chunk is its own 4 KiB stretch, which the hardware prefetcher
+  // does not run ahead into (the widening loop above waited on memory), and a burst of
+  // prefetches stalled on the line fill buffers the tiles need.
+  const int group_lines = (8 * static_cast<int>(sizeof(uint16_t)) * kc + 63) / 64;
+  HalfWidePrefetch pf{reinterpret_cast<const char*>(w + gs * ngroups) + 8 * sizeof(uint16_t) * k0, gs, group_lines, 0,
+                      ngroups * group_lines};
+  for (int t = 0; t < ntok; t += NT)
+    kTiles[nv - 1][std::min(NT, ntok - t) - 1](kc, wide, x + xs * t + k0, xs, y + ys * t, ys, k0 == 0, tail, pf);
+  while (pf.line < pf.end) pf.one();
 }
 
 struct LanesAvx2 {
