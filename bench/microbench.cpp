@@ -4,8 +4,9 @@
 //    MV_KIB=256 for a matrix in cache, the kernel's own speed; MV_COLS sets the row width).
 //  - Matmul/<format>: 128 activation rows through a 896 x 4864 matrix (compute-bound prefill).
 //  - TokenBands/<format>: the AVX-512 prefill kernel of the decoded formats alone, in cache.
-// Formats with an 8-row packed kernel are packed first, as the model loader does; set
-// STRATA_REPACK=0 to measure the file-layout kernels instead.
+// Formats with an 8-row packed kernel are packed first, as the model loader does (the lattice
+// i-quants, whose packed layout is larger, only with STRATA_REPACK_IQ=1, as with `--repack-iq`);
+// set STRATA_REPACK=0 to measure the file-layout kernels of every format instead.
 // Run: build/bench/strata_microbench [--benchmark_filter=Q4_K]
 #include <benchmark/benchmark.h>
 
@@ -82,6 +83,7 @@ void BM_Dot(benchmark::State& state, GgmlType t) {
 std::vector<uint8_t> pack(ops::Matrix& m) {
   std::vector<uint8_t> p;
   if (!packable(m.type) || !kernels().gemm_x8[static_cast<int>(m.type)] || std::getenv("STRATA_REPACK")) return p;
+  if (packing_grows(m.type) && !std::getenv("STRATA_REPACK_IQ")) return p;
   const size_t g = packed_group_bytes(m.type, m.cols);
   p.resize(g * static_cast<size_t>(m.rows / 8));
   for (int64_t i = 0; i < m.rows / 8; ++i) pack_rows8(m.type, m.row(8 * i), m.row_stride, m.cols, p.data() + g * i);

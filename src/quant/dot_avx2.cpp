@@ -507,7 +507,6 @@ inline __m256i dup8(uint64_t v8) {
   const __m128i b = _mm_cvtsi64_si128(static_cast<long long>(v8));
   return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(b, b));
 }
-inline __m256i odd_scale(__m256i s) { return _mm256_add_epi16(_mm256_slli_epi16(s, 1), _mm256_set1_epi16(1)); }  // 2s + 1
 // Scales with one value per 32 values (IQ2_XXS, IQ3_XXS, IQ3_S, IQ1_S), gathered in vector
 // registers: dword c holds chunk c's scale s; the result has 2s + 1 in both of its 16-bit lanes,
 // the lanes odd_scale(dup8(...)) gives. (Dot/IQ3_XXS, ten alternated runs, best: 499 -> 465 ns;
@@ -526,14 +525,6 @@ inline __m256i top_nibbles64(const void* p) {
   const __m256i a = _mm256_srli_epi64(_mm256_loadu_si256(v), 60), b = _mm256_srli_epi64(_mm256_loadu_si256(v + 1), 60);
   // dwords a0 b0 a1 b1 | a2 b2 a3 b3 -> a0..a3 b0..b3
   return _mm256_permutevar8x32_epi32(_mm256_or_si256(a, _mm256_slli_epi64(b, 32)), _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
-}
-// Sixteen 4-bit sub-scales in 8 bytes, low nibble first.
-inline __m256i nibbles16(const uint8_t* p8) {
-  uint64_t v;
-  std::memcpy(&v, p8, 8);
-  const __m128i b = _mm_cvtsi64_si128(static_cast<long long>(v));
-  const __m128i m = _mm_set1_epi8(0x0F);
-  return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(_mm_and_si128(b, m), _mm_and_si128(_mm_srli_epi16(b, 4), m)));
 }
 // Sub-scales s0..s15 in natural order -> low lane s0, s2, ..., s14 (first half of each chunk),
 // high lane s1, s3, ..., s15.
@@ -593,19 +584,9 @@ struct GroupBytes {
 // chunk is gathered as 4 grid entries (8 for IQ3) plus a sign source (GroupBytes::signs); the
 // signs go onto the activations and maddubs multiplies them with the unsigned grid bytes.
 // A block's 32 sign bytes are made once per block in vector registers (IQ2_S and IQ3_S store
-// them as they are): Dot/<format>, three runs, table lookups per chunk -> this, ns: IQ2_XS
-// 315 -> 298, IQ3_XXS 449 -> 416, IQ3_S 610 -> 545.
-//
-// IQ2_XXS, IQ2_XS and IQ3_XXS store 7 sign bits per group; the 8th makes the count of minus
-// signs even (iq::Tables::ksigns). Bytes of 7 bits in -> the same bytes with their parity bit.
-inline __m256i with_parity(__m256i s7) {
-  const __m256i parity4 = _mm256_setr_epi8(0, 1, 1, 0, 1, 0, 0, 1, 1, 0, 0, 1, 0, 1, 1, 0,
-                                           0, 1, 1, 0, 1, 0, 0, 1, 1, 0, 0, 1, 0, 1, 1, 0);
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const __m256i p = _mm256_xor_si256(_mm256_shuffle_epi8(parity4, _mm256_and_si256(s7, m4)),
-                                     _mm256_shuffle_epi8(parity4, _mm256_and_si256(_mm256_srli_epi16(s7, 4), m4)));
-  return _mm256_or_si256(s7, _mm256_slli_epi16(p, 7));  // p is 0 or 1 per byte: no bit crosses a byte
-}
+// them as they are; the others' parity bits by with_parity, simd_avx2_blocks.h): Dot/<format>,
+// three runs, table lookups per chunk -> this, ns: IQ2_XS 315 -> 298, IQ3_XXS 449 -> 416,
+// IQ3_S 610 -> 545.
 // Eight 32-bit words, each with four 7-bit sign fields at bits 0, 7, 14 and 21 (IQ2_XXS, IQ3_XXS)
 // -> their 32 sign bytes in order.
 inline __m256i sign_fields4(__m256i w) {

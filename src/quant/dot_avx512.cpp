@@ -8,9 +8,12 @@
 // single-row kernel is the multi-row one with one row.
 #include <immintrin.h>
 
+#include <array>
+#include <cmath>
 #include <cstring>
 
 #include "quant/formats.h"
+#include "quant/iq_tables.h"
 #include "quant/kernels.h"
 #include "quant/simd_avx2_blocks.h"
 
@@ -54,6 +57,58 @@ void dotq_vnni_multi(int n, const void* w, const uint8_t* xq, size_t stride, int
   }
 }
 
+// IQ2_XS decode, 64 values per register: the 8 grid entries of a 64-value chunk come in one
+// gather (9-bit indices into the 512 entries of 8 unsigned bytes), the chunk's 64 sign bits
+// (7 stored per entry plus parity, with_parity) become a mask that negates the activations in
+// one masked subtract, and maddubs then madd with the 16-value sub-scales (2s + 1) sum the
+// products in 32 bits, as the AVX2 kernel does for 32 values with four table loads, a shuffle
+// and psignb. The block's integer total is exact either way, and the float step per block is
+// the AVX2 kernel's (dotq_codes_tile's block_step), so the bits are the same.
+template <int NR>
+void dotq_iq2_xs_rows512(int n, const uint8_t* w, size_t ws, const uint8_t* xq, float* out) {
+  const uint64_t* grid = iq::tables().iq2xs;
+  const auto* y = reinterpret_cast<const BlockQ8_K*>(xq);
+  // Lane l of chunk j's scale vector (16-bit pairs 2l, 2l + 1 of the chunk) takes sub-block 4j + l / 8.
+  static constexpr auto kScaleLanes = [] {
+    std::array<std::array<uint16_t, 32>, 4> p{};
+    for (int j = 0; j < 4; ++j)
+      for (int l = 0; l < 32; ++l) p[j][l] = static_cast<uint16_t>(4 * j + l / 8);
+    return p;
+  }();
+  float acc[NR] = {};
+  for (int i = 0; i < n / 256; ++i) {
+    __m512i yv[4];
+    for (int j = 0; j < 4; ++j) yv[j] = _mm512_loadu_si512(y[i].qs + 64 * j);
+    STRATA_UNROLL for (int r = 0; r < NR; ++r) {
+      const BlockIQ2_XS& b = reinterpret_cast<const BlockIQ2_XS*>(w + r * ws)[i];
+      const __m512i q = _mm512_loadu_si512(b.qs);
+      const __m512i idx = _mm512_and_si512(q, _mm512_set1_epi16(511));
+      alignas(32) uint64_t signs[4];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(signs), with_parity(_mm512_cvtepi16_epi8(_mm512_srli_epi16(q, 9))));
+      const __m512i sc = _mm512_castsi256_si512(odd_scale(nibbles16(b.scales)));
+      const __m512i idx_lo = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(idx));
+      const __m512i idx_hi = _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(idx, 1));
+      const __m256i e[4] = {_mm512_castsi512_si256(idx_lo), _mm512_extracti64x4_epi64(idx_lo, 1),
+                            _mm512_castsi512_si256(idx_hi), _mm512_extracti64x4_epi64(idx_hi, 1)};
+      __m512i tot = _mm512_setzero_si512();
+      STRATA_UNROLL for (int j = 0; j < 4; ++j) {
+        const __m512i g = _mm512_i32gather_epi64(e[j], grid, 8);
+        const __m512i ys = _mm512_mask_sub_epi8(yv[j], _cvtu64_mask64(signs[j]), _mm512_setzero_si512(), yv[j]);
+        const __m512i s = _mm512_permutexvar_epi16(_mm512_load_si512(kScaleLanes[j].data()), sc);
+        tot = _mm512_add_epi32(tot, _mm512_madd_epi16(_mm512_maddubs_epi16(g, ys), s));
+      }
+      acc[r] = std::fma(h2f(b.d) * 0.125f * y[i].d, static_cast<float>(_mm512_reduce_add_epi32(tot)), acc[r]);
+    }
+  }
+  for (int r = 0; r < NR; ++r) out[r] = acc[r];
+}
+
+void dotq_iq2_xs_rows(int n, const uint8_t* w, size_t row_stride, int nrows, const uint8_t* xq, float* out) {
+  int r = 0;
+  for (; r + 2 <= nrows; r += 2) dotq_iq2_xs_rows512<2>(n, w + r * row_stride, row_stride, xq, out + r);
+  if (r < nrows) dotq_iq2_xs_rows512<1>(n, w + r * row_stride, row_stride, xq, out + r);
+}
+
 }  // namespace
 
 void fill_avx512_kernels(KernelTable& t) {
@@ -66,6 +121,7 @@ void fill_avx512_kernels(KernelTable& t) {
   STRATA_VNNI(Q5_0, UnpackQ5_0)
   STRATA_VNNI(IQ4_NL, UnpackIQ4_NL)
 #undef STRATA_VNNI
+  t.dotq_rows[static_cast<int>(GgmlType::IQ2_XS)] = dotq_iq2_xs_rows;
 }
 
 }  // namespace strata

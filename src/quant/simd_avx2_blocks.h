@@ -89,6 +89,25 @@ inline __m256i nibbles32(const uint8_t* qs) {
   nibbles(qs, lo, hi);
   return _mm256_set_m128i(hi, lo);
 }
+// IQ2_XXS, IQ2_XS and IQ3_XXS store 7 sign bits per group; the 8th makes the count of minus
+// signs even (iq::Tables::ksigns). Bytes of 7 bits in -> the same bytes with their parity bit.
+inline __m256i with_parity(__m256i s7) {
+  const __m256i parity4 = _mm256_setr_epi8(0, 1, 1, 0, 1, 0, 0, 1, 1, 0, 0, 1, 0, 1, 1, 0,
+                                           0, 1, 1, 0, 1, 0, 0, 1, 1, 0, 0, 1, 0, 1, 1, 0);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i p = _mm256_xor_si256(_mm256_shuffle_epi8(parity4, _mm256_and_si256(s7, m4)),
+                                     _mm256_shuffle_epi8(parity4, _mm256_and_si256(_mm256_srli_epi16(s7, 4), m4)));
+  return _mm256_or_si256(s7, _mm256_slli_epi16(p, 7));  // p is 0 or 1 per byte: no bit crosses a byte
+}
+inline __m256i odd_scale(__m256i s) { return _mm256_add_epi16(_mm256_slli_epi16(s, 1), _mm256_set1_epi16(1)); }  // 2s + 1
+// Sixteen 4-bit sub-scales in 8 bytes, low nibble first.
+inline __m256i nibbles16(const uint8_t* p8) {
+  uint64_t v;
+  std::memcpy(&v, p8, 8);
+  const __m128i b = _mm_cvtsi64_si128(static_cast<long long>(v));
+  const __m128i m = _mm_set1_epi8(0x0F);
+  return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(_mm_and_si128(b, m), _mm_and_si128(_mm_srli_epi16(b, 4), m)));
+}
 inline __m256i load32(const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 // (lo, hi) as two 16-bit values in every 32-bit lane, for madd against per-row pairs.
 inline __m256i bcast_pair(int lo, int hi) {
