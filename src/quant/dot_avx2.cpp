@@ -587,15 +587,6 @@ struct GroupBytes {
 // them as they are; the others' parity bits by with_parity, simd_avx2_blocks.h): Dot/<format>,
 // three runs, table lookups per chunk -> this, ns: IQ2_XS 315 -> 298, IQ3_XXS 449 -> 416,
 // IQ3_S 610 -> 545.
-// Eight 32-bit words, each with four 7-bit sign fields at bits 0, 7, 14 and 21 (IQ2_XXS, IQ3_XXS)
-// -> their 32 sign bytes in order.
-inline __m256i sign_fields4(__m256i w) {
-  const __m256i f = _mm256_or_si256(
-      _mm256_or_si256(_mm256_and_si256(w, _mm256_set1_epi32(0x7F)), _mm256_and_si256(_mm256_slli_epi32(w, 1), _mm256_set1_epi32(0x7F00))),
-      _mm256_or_si256(_mm256_and_si256(_mm256_slli_epi32(w, 2), _mm256_set1_epi32(0x7F0000)),
-                      _mm256_and_si256(_mm256_slli_epi32(w, 3), _mm256_set1_epi32(0x7F000000))));
-  return with_parity(f);
-}
 // Table entries side by side, loaded with merges from memory (vmovhpd, vinsertps) in place of
 // integer inserts, which llvm-mca (znver3) prices higher. Measured, this helped IQ3_S and IQ1_M
 // along with their stored indices, while IQ3_XXS ran slower with vinsertps (Dot 417 -> 439 ns)

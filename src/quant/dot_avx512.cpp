@@ -57,56 +57,123 @@ void dotq_vnni_multi(int n, const void* w, const uint8_t* xq, size_t stride, int
   }
 }
 
-// IQ2_XS decode, 64 values per register: the 8 grid entries of a 64-value chunk come in one
-// gather (9-bit indices into the 512 entries of 8 unsigned bytes), the chunk's 64 sign bits
-// (7 stored per entry plus parity, with_parity) become a mask that negates the activations in
-// one masked subtract, and maddubs then madd with the 16-value sub-scales (2s + 1) sum the
-// products in 32 bits, as the AVX2 kernel does for 32 values with four table loads, a shuffle
-// and psignb. The block's integer total is exact either way, and the float step per block is
-// the AVX2 kernel's (dotq_codes_tile's block_step), so the bits are the same.
-template <int NR>
-void dotq_iq2_xs_rows512(int n, const uint8_t* w, size_t ws, const uint8_t* xq, float* out) {
-  const uint64_t* grid = iq::tables().iq2xs;
-  const auto* y = reinterpret_cast<const BlockQ8_K*>(xq);
-  // Lane l of chunk j's scale vector (16-bit pairs 2l, 2l + 1 of the chunk) takes sub-block 4j + l / 8.
-  static constexpr auto kScaleLanes = [] {
-    std::array<std::array<uint16_t, 32>, 4> p{};
-    for (int j = 0; j < 4; ++j)
-      for (int l = 0; l < 32; ++l) p[j][l] = static_cast<uint16_t>(4 * j + l / 8);
+// Decode of the grid i-quants (IQ2_XXS, IQ2_XS, IQ3_XXS), 64 values per register: the chunk's
+// grid entries come in one gather, its 64 sign bits (7 stored per 8 values plus parity,
+// with_parity) become a mask that negates the activations in one masked subtract, and maddubs
+// then madd with the sub-scales (2s + 1) sum the products in 32 bits, where the AVX2 kernel
+// takes 32 values with four or eight table loads, a shuffle and psignb. The block's integer
+// total is exact either way and the float step per block is the AVX2 kernel's
+// (dotq_codes_tile's block_step), so the bits are the same.
+//
+// F::prepare gives the block's 32 sign bytes and its sub-scales as 16-bit values of a vector
+// (kLanes[j][l]: the one for 16-bit lane l of chunk j), F::grid chunk j's 64 grid bytes.
+struct GridPrep {
+  __m256i signs;
+  __m512i scales;
+  __m256i index[4];  // the formats' own use
+};
+template <int PerScale, int Stride>  // values per sub-scale; 16-bit elements between sub-scales
+constexpr auto scale_lanes() {
+  std::array<std::array<uint16_t, 32>, 4> p{};
+  for (int j = 0; j < 4; ++j)
+    for (int l = 0; l < 32; ++l) p[j][l] = static_cast<uint16_t>(Stride * ((64 * j + 2 * l) / PerScale));
+  return p;
+}
+// 2s + 1 for eight 4-bit s in 32-bit lanes.
+inline __m256i odd32(__m256i s) { return _mm256_or_si256(_mm256_slli_epi32(s, 1), _mm256_set1_epi32(1)); }
+
+struct GridIQ2_XXS {
+  using Block = BlockIQ2_XXS;
+  static constexpr auto kLanes = scale_lanes<32, 2>();
+  static float d(const Block& b) { return h2f(b.d) * 0.125f; }
+  // 32-value chunk c: grid codes in bytes 8c..8c+3, signs (4 x 7 bits) and scale (bits 28..31) in the next word.
+  static GridPrep prepare(const Block& b) {
+    const auto* v = reinterpret_cast<const float*>(b.qs);
+    const __m256i odd = _mm256_permute4x64_epi64(
+        _mm256_castps_si256(_mm256_shuffle_ps(_mm256_loadu_ps(v), _mm256_loadu_ps(v + 8), _MM_SHUFFLE(3, 1, 3, 1))),
+        _MM_SHUFFLE(3, 1, 2, 0));  // the 8 upper words in chunk order
+    GridPrep p;
+    p.signs = sign_fields4(odd);
+    p.scales = _mm512_castsi256_si512(odd32(_mm256_srli_epi32(odd, 28)));
     return p;
-  }();
+  }
+  static __m512i grid(const Block& b, const GridPrep&, int j, const iq::Tables& t) {
+    const __m128i w = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs) + j);  // chunks 2j, 2j + 1
+    return _mm512_i32gather_epi64(_mm256_cvtepu8_epi32(_mm_shuffle_epi32(w, _MM_SHUFFLE(2, 0, 2, 0))), t.iq2xxs, 8);
+  }
+};
+struct GridIQ2_XS {
+  using Block = BlockIQ2_XS;
+  static constexpr auto kLanes = scale_lanes<16, 1>();
+  static float d(const Block& b) { return h2f(b.d) * 0.125f; }
+  // Each 16-bit code: a 9-bit grid index below 7 sign bits.
+  static GridPrep prepare(const Block& b) {
+    const __m512i q = _mm512_loadu_si512(b.qs);
+    const __m512i idx = _mm512_and_si512(q, _mm512_set1_epi16(511));
+    const __m512i lo = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(idx));
+    const __m512i hi = _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(idx, 1));
+    GridPrep p;
+    p.signs = with_parity(_mm512_cvtepi16_epi8(_mm512_srli_epi16(q, 9)));
+    p.scales = _mm512_castsi256_si512(odd_scale(nibbles16(b.scales)));
+    p.index[0] = _mm512_castsi512_si256(lo);
+    p.index[1] = _mm512_extracti64x4_epi64(lo, 1);
+    p.index[2] = _mm512_castsi512_si256(hi);
+    p.index[3] = _mm512_extracti64x4_epi64(hi, 1);
+    return p;
+  }
+  static __m512i grid(const Block&, const GridPrep& p, int j, const iq::Tables& t) {
+    return _mm512_i32gather_epi64(p.index[j], t.iq2xs, 8);
+  }
+};
+struct GridIQ3_XXS {
+  using Block = BlockIQ3_XXS;
+  static constexpr auto kLanes = scale_lanes<32, 2>();
+  static float d(const Block& b) { return h2f(b.d) * 0.25f; }  // d * (0.5 + s) / 2 = (d / 4) * (2s + 1)
+  static GridPrep prepare(const Block& b) {
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.scales_signs));
+    GridPrep p;
+    p.signs = sign_fields4(w);
+    p.scales = _mm512_castsi256_si512(odd32(_mm256_srli_epi32(w, 28)));
+    return p;
+  }
+  static __m512i grid(const Block& b, const GridPrep&, int j, const iq::Tables& t) {
+    const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs) + j));
+    return _mm512_i32gather_epi32(e, t.iq3xxs, 4);
+  }
+};
+
+template <class F, int NR>
+void dotq_grid_rows512(int n, const uint8_t* w, size_t ws, const uint8_t* xq, float* out) {
+  using Block = typename F::Block;
+  const iq::Tables& tab = iq::tables();
+  const auto* y = reinterpret_cast<const BlockQ8_K*>(xq);
   float acc[NR] = {};
   for (int i = 0; i < n / 256; ++i) {
     __m512i yv[4];
     for (int j = 0; j < 4; ++j) yv[j] = _mm512_loadu_si512(y[i].qs + 64 * j);
     STRATA_UNROLL for (int r = 0; r < NR; ++r) {
-      const BlockIQ2_XS& b = reinterpret_cast<const BlockIQ2_XS*>(w + r * ws)[i];
-      const __m512i q = _mm512_loadu_si512(b.qs);
-      const __m512i idx = _mm512_and_si512(q, _mm512_set1_epi16(511));
+      const Block& b = reinterpret_cast<const Block*>(w + r * ws)[i];
+      const GridPrep p = F::prepare(b);
       alignas(32) uint64_t signs[4];
-      _mm256_store_si256(reinterpret_cast<__m256i*>(signs), with_parity(_mm512_cvtepi16_epi8(_mm512_srli_epi16(q, 9))));
-      const __m512i sc = _mm512_castsi256_si512(odd_scale(nibbles16(b.scales)));
-      const __m512i idx_lo = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(idx));
-      const __m512i idx_hi = _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(idx, 1));
-      const __m256i e[4] = {_mm512_castsi512_si256(idx_lo), _mm512_extracti64x4_epi64(idx_lo, 1),
-                            _mm512_castsi512_si256(idx_hi), _mm512_extracti64x4_epi64(idx_hi, 1)};
+      _mm256_store_si256(reinterpret_cast<__m256i*>(signs), p.signs);
       __m512i tot = _mm512_setzero_si512();
       STRATA_UNROLL for (int j = 0; j < 4; ++j) {
-        const __m512i g = _mm512_i32gather_epi64(e[j], grid, 8);
         const __m512i ys = _mm512_mask_sub_epi8(yv[j], _cvtu64_mask64(signs[j]), _mm512_setzero_si512(), yv[j]);
-        const __m512i s = _mm512_permutexvar_epi16(_mm512_load_si512(kScaleLanes[j].data()), sc);
-        tot = _mm512_add_epi32(tot, _mm512_madd_epi16(_mm512_maddubs_epi16(g, ys), s));
+        const __m512i s = _mm512_permutexvar_epi16(_mm512_load_si512(F::kLanes[j].data()), p.scales);
+        tot = _mm512_add_epi32(tot, _mm512_madd_epi16(_mm512_maddubs_epi16(F::grid(b, p, j, tab), ys), s));
       }
-      acc[r] = std::fma(h2f(b.d) * 0.125f * y[i].d, static_cast<float>(_mm512_reduce_add_epi32(tot)), acc[r]);
+      acc[r] = std::fma(F::d(b) * y[i].d, static_cast<float>(_mm512_reduce_add_epi32(tot)), acc[r]);
     }
   }
   for (int r = 0; r < NR; ++r) out[r] = acc[r];
 }
 
-void dotq_iq2_xs_rows(int n, const uint8_t* w, size_t row_stride, int nrows, const uint8_t* xq, float* out) {
+// Two weight rows per call (sharing the activation loads), an odd last one alone.
+template <class F>
+void dotq_grid_rows(int n, const uint8_t* w, size_t row_stride, int nrows, const uint8_t* xq, float* out) {
   int r = 0;
-  for (; r + 2 <= nrows; r += 2) dotq_iq2_xs_rows512<2>(n, w + r * row_stride, row_stride, xq, out + r);
-  if (r < nrows) dotq_iq2_xs_rows512<1>(n, w + r * row_stride, row_stride, xq, out + r);
+  for (; r + 2 <= nrows; r += 2) dotq_grid_rows512<F, 2>(n, w + r * row_stride, row_stride, xq, out + r);
+  if (r < nrows) dotq_grid_rows512<F, 1>(n, w + r * row_stride, row_stride, xq, out + r);
 }
 
 }  // namespace
@@ -121,7 +188,9 @@ void fill_avx512_kernels(KernelTable& t) {
   STRATA_VNNI(Q5_0, UnpackQ5_0)
   STRATA_VNNI(IQ4_NL, UnpackIQ4_NL)
 #undef STRATA_VNNI
-  t.dotq_rows[static_cast<int>(GgmlType::IQ2_XS)] = dotq_iq2_xs_rows;
+  t.dotq_rows[static_cast<int>(GgmlType::IQ2_XXS)] = dotq_grid_rows<GridIQ2_XXS>;
+  t.dotq_rows[static_cast<int>(GgmlType::IQ2_XS)] = dotq_grid_rows<GridIQ2_XS>;
+  t.dotq_rows[static_cast<int>(GgmlType::IQ3_XXS)] = dotq_grid_rows<GridIQ3_XXS>;
 }
 
 }  // namespace strata

@@ -99,6 +99,15 @@ inline __m256i with_parity(__m256i s7) {
                                      _mm256_shuffle_epi8(parity4, _mm256_and_si256(_mm256_srli_epi16(s7, 4), m4)));
   return _mm256_or_si256(s7, _mm256_slli_epi16(p, 7));  // p is 0 or 1 per byte: no bit crosses a byte
 }
+// Eight 32-bit words, each with four 7-bit sign fields at bits 0, 7, 14 and 21 (IQ2_XXS, IQ3_XXS)
+// -> their 32 sign bytes in order.
+inline __m256i sign_fields4(__m256i w) {
+  const __m256i f = _mm256_or_si256(
+      _mm256_or_si256(_mm256_and_si256(w, _mm256_set1_epi32(0x7F)), _mm256_and_si256(_mm256_slli_epi32(w, 1), _mm256_set1_epi32(0x7F00))),
+      _mm256_or_si256(_mm256_and_si256(_mm256_slli_epi32(w, 2), _mm256_set1_epi32(0x7F0000)),
+                      _mm256_and_si256(_mm256_slli_epi32(w, 3), _mm256_set1_epi32(0x7F000000))));
+  return with_parity(f);
+}
 inline __m256i odd_scale(__m256i s) { return _mm256_add_epi16(_mm256_slli_epi16(s, 1), _mm256_set1_epi16(1)); }  // 2s + 1
 // Sixteen 4-bit sub-scales in 8 bytes, low nibble first.
 inline __m256i nibbles16(const uint8_t* p8) {
