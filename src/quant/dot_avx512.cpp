@@ -57,13 +57,13 @@ void dotq_vnni_multi(int n, const void* w, const uint8_t* xq, size_t stride, int
   }
 }
 
-// Decode of the grid i-quants (IQ2_XXS, IQ2_XS, IQ3_XXS), 64 values per register: the chunk's
-// grid entries come in one gather, its 64 sign bits (7 stored per 8 values plus parity,
-// with_parity) become a mask that negates the activations in one masked subtract, and maddubs
-// then madd with the sub-scales (2s + 1) sum the products in 32 bits, where the AVX2 kernel
-// takes 32 values with four or eight table loads, a shuffle and psignb. The block's integer
-// total is exact either way and the float step per block is the AVX2 kernel's
-// (dotq_codes_tile's block_step), so the bits are the same.
+// Decode of the grid i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S), 64 values per
+// register: the chunk's grid entries come in one gather, its 64 sign bits (IQ2_S and IQ3_S
+// store them; the others 7 per 8 values, with_parity adding the 8th) become a mask that negates
+// the activations in one masked subtract, and maddubs then madd with the sub-scales (2s + 1) sum
+// the products in 32 bits, where the AVX2 kernel takes 32 values with four or eight table loads,
+// a shuffle and psignb. The block's integer total is exact either way and the float step per
+// block is the AVX2 kernel's (dotq_codes_tile's block_step), so the bits are the same.
 //
 // F::prepare gives the block's 32 sign bytes and its sub-scales as 16-bit values of a vector
 // (kLanes[j][l]: the one for 16-bit lane l of chunk j), F::grid chunk j's 64 grid bytes.
@@ -142,6 +142,46 @@ struct GridIQ3_XXS {
   }
 };
 
+struct GridIQ2_S {
+  using Block = BlockIQ2_S;
+  static constexpr auto kLanes = scale_lanes<16, 1>();
+  static float d(const Block& b) { return h2f(b.d) * 0.125f; }
+  static GridPrep prepare(const Block& b) {
+    GridPrep p;
+    p.signs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.signs));  // stored as they are
+    p.scales = _mm512_castsi256_si512(odd_scale(nibbles16(b.scales)));
+    return p;
+  }
+  // Entry m of chunk j: qs[8j + m] | bits 2m, 2m + 1 of (qh[2j] | qh[2j + 1] << 8) << 8.
+  static __m512i grid(const Block& b, const GridPrep&, int j, const iq::Tables& t) {
+    const int h = b.qh[2 * j] | b.qh[2 * j + 1] << 8;
+    const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(h), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+                                        _mm256_set1_epi32(3));
+    const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + 8 * j)));
+    return _mm512_i32gather_epi64(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 8)), t.iq2s, 8);
+  }
+};
+struct GridIQ3_S {
+  using Block = BlockIQ3_S;
+  static constexpr auto kLanes = scale_lanes<32, 2>();
+  static float d(const Block& b) { return h2f(b.d); }
+  static GridPrep prepare(const Block& b) {
+    uint32_t four;
+    std::memcpy(&four, b.scales, 4);
+    const __m256i nib = _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(four)), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
+    GridPrep p;
+    p.signs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.signs));  // stored as they are
+    p.scales = _mm512_castsi256_si512(odd32(_mm256_and_si256(nib, _mm256_set1_epi32(0xF))));
+    return p;
+  }
+  // Entry m of chunk j: qs[16j + m] | bit m of (qh[2j] | qh[2j + 1] << 8) << 8: the high bits as a mask.
+  static __m512i grid(const Block& b, const GridPrep&, int j, const iq::Tables& t) {
+    const __m512i lo = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs) + j));
+    const __mmask16 high = static_cast<__mmask16>(b.qh[2 * j] | b.qh[2 * j + 1] << 8);
+    return _mm512_i32gather_epi32(_mm512_mask_or_epi32(lo, high, lo, _mm512_set1_epi32(256)), t.iq3s, 4);
+  }
+};
+
 template <class F, int NR>
 void dotq_grid_rows512(int n, const uint8_t* w, size_t ws, const uint8_t* xq, float* out) {
   using Block = typename F::Block;
@@ -191,6 +231,8 @@ void fill_avx512_kernels(KernelTable& t) {
   t.dotq_rows[static_cast<int>(GgmlType::IQ2_XXS)] = dotq_grid_rows<GridIQ2_XXS>;
   t.dotq_rows[static_cast<int>(GgmlType::IQ2_XS)] = dotq_grid_rows<GridIQ2_XS>;
   t.dotq_rows[static_cast<int>(GgmlType::IQ3_XXS)] = dotq_grid_rows<GridIQ3_XXS>;
+  t.dotq_rows[static_cast<int>(GgmlType::IQ2_S)] = dotq_grid_rows<GridIQ2_S>;
+  t.dotq_rows[static_cast<int>(GgmlType::IQ3_S)] = dotq_grid_rows<GridIQ3_S>;
 }
 
 }  // namespace strata
