@@ -228,6 +228,11 @@ void fill_avx512_kernels(KernelTable& t) {
   STRATA_VNNI(Q5_0, UnpackQ5_0)
   STRATA_VNNI(IQ4_NL, UnpackIQ4_NL)
 #undef STRATA_VNNI
+  // Decode of the grid i-quants. strata_microbench Matvec/<format> (MV_COLS=1024 MV_KIB=512, in
+  // cache, one core), median ms of 5 alternated runs, AVX2 -> this: IQ2_XXS 0.293 -> 0.195,
+  // IQ2_XS 0.197 -> 0.156, IQ2_S 0.166 -> 0.137, IQ3_XXS 0.226 -> 0.129, IQ3_S 0.181 -> 0.087.
+  // IQ1_S and IQ1_M through the same kernel (signed codes: abs, and their signs as the mask)
+  // measured no faster (min 0.230 -> 0.244, 0.202 -> 0.198 ms) and keep the AVX2 kernels.
   t.dotq_rows[static_cast<int>(GgmlType::IQ2_XXS)] = dotq_grid_rows<GridIQ2_XXS>;
   t.dotq_rows[static_cast<int>(GgmlType::IQ2_XS)] = dotq_grid_rows<GridIQ2_XS>;
   t.dotq_rows[static_cast<int>(GgmlType::IQ3_XXS)] = dotq_grid_rows<GridIQ3_XXS>;
