@@ -867,14 +867,12 @@ TEST(Ops, VectorActivationsMatchDoublePrecision) {
   }
 }
 
-TEST(Ops, VectorAxpyAndScaleGiveTheScalarBits) {
+TEST(Ops, VectorScaleGivesTheScalarBits) {
   if (simd_tables().empty()) GTEST_SKIP() << "CPU has no AVX2";
   for (int n : {1, 7, 8, 64, 67}) {
-    auto x = randn(n, 10 + n), y0 = randn(n, 20 + n);
+    auto y0 = randn(n, 20 + n);
     for (const KernelTable* k : simd_tables()) {
       std::vector<float> a = y0, b = y0;
-      scalar_kernels().axpy(n, 0.37f, x.data(), a.data());
-      k->axpy(n, 0.37f, x.data(), b.data());
       scalar_kernels().scale(n, 1.0f / 3.0f, a.data());
       k->scale(n, 1.0f / 3.0f, b.data());
       EXPECT_EQ(0, std::memcmp(a.data(), b.data(), n * sizeof(float))) << k->isa << " n=" << n;
@@ -882,7 +880,7 @@ TEST(Ops, VectorAxpyAndScaleGiveTheScalarBits) {
   }
 }
 
-TEST(Ops, AttentionVectorKernelsMatchReference) {
+TEST(Ops, VectorExpShiftMatchesDoublePrecision) {
   if (simd_tables().empty()) GTEST_SKIP() << "CPU has no AVX2";
   const int n = 37;
   auto x = randn(n, 31, 6.f);
@@ -892,13 +890,6 @@ TEST(Ops, AttentionVectorKernelsMatchReference) {
     for (int i = 0; i < n; ++i) {
       const double want = std::exp(static_cast<double>(x[i]) - 2.5);
       EXPECT_NEAR(got[i], want, 4e-6 * want) << k->isa << " x=" << x[i];
-    }
-    for (int dim : {64, 128, 80, 12}) {
-      auto q = randn(7 * dim, 40 + dim), v = randn(dim, 50 + dim);
-      float a[7], b[7];
-      k->dot_rows(dim, v.data(), q.data(), 7, a);
-      scalar_kernels().dot_rows(dim, v.data(), q.data(), 7, b);
-      for (int r = 0; r < 7; ++r) EXPECT_NEAR(a[r], b[r], 1e-4f * (1 + std::fabs(b[r]))) << k->isa << " dim " << dim;
     }
   }
 }

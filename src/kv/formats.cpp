@@ -84,24 +84,6 @@ void decode(Codec c, const uint8_t* src, float* x, int n) { decoder(c)(src, x, n
 
 Decoder decoder(Codec c) { return kernels().dequant_for(codec_type(c)); }
 
-float dot_encoded(Codec c, const uint8_t* src, const float* q, int n) {
-  return kernels().dot_for(codec_type(c))(n, src, q);
-}
-
-void axpy_encoded(Codec c, const uint8_t* src, float w, float* out, int n) {
-  if (c == Codec::F32) {
-    const float* v = reinterpret_cast<const float*>(src);
-    for (int i = 0; i < n; ++i) out[i] += w * v[i];
-    return;
-  }
-  float buf[1024];
-  for (int off = 0; off < n; off += 1024) {
-    int len = n - off < 1024 ? n - off : 1024;
-    decode(c, src + codec_bytes(c, off), buf, len);
-    for (int i = 0; i < len; ++i) out[off + i] += w * buf[i];
-  }
-}
-
 void hadamard(float* x, int n) {
   for (int len = 1; len < n; len <<= 1)
     for (int i = 0; i < n; i += len << 1)

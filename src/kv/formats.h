@@ -32,10 +32,6 @@ void decode(Codec c, const uint8_t* src, float* x, int n);
 // decode's kernel for a codec, to look up once for many vectors: decoder(c)(src, x, n).
 using Decoder = void (*)(const void* src, float* x, int64_t n);
 Decoder decoder(Codec c);
-// q · decode(src), computed by the engine's kernel table (SIMD where available).
-float dot_encoded(Codec c, const uint8_t* src, const float* q, int n);
-// out += w * decode(src)
-void axpy_encoded(Codec c, const uint8_t* src, float w, float* out, int n);
 
 // In-place orthonormal Walsh–Hadamard transform (n a power of two); its own inverse.
 void hadamard(float* x, int n);

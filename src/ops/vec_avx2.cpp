@@ -1,11 +1,10 @@
 // AVX2 element-wise kernels.
 // - Gated activations silu(g) * u and gelu_tanh(g) * u with a vector exp (Cephes' degree-6
 //   polynomial after reduction by ln 2; about 1 ulp), both in the form g / (1 + exp(-z)) * u.
-// - exp_shift (out = exp(x - shift)), for attention weights, and dot_rows (several dot products
-//   with one vector).
-// - axpy and scale with one rounding per multiply and per add, exactly as the scalar loops
-//   (compiled without FMA contraction), so they give the same bits; so do attn_scores and
-//   attn_values, attention over a page of cells (8 cells per vector for the scores).
+// - exp_shift (out = exp(x - shift)), for attention weights.
+// - scale with one rounding per multiply, exactly as the scalar loop, so it gives the same bits;
+//   so do attn_scores and attn_values, attention over a page of cells (8 cells per vector for the
+//   scores), with one rounding per multiply and per add (compiled without FMA contraction).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -78,15 +77,6 @@ void gelu_tanh_mul_avx2(const float* g, const float* u, float* out, int n) {
   }
 }
 
-// y += a * x
-void axpy_avx2(int n, float a, const float* x, float* y) {
-  const __m256 va = _mm256_set1_ps(a);
-  int i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_mul_ps(va, _mm256_loadu_ps(x + i))));
-  for (; i < n; ++i) y[i] += a * x[i];
-}
-
 // y *= a
 void scale_avx2(int n, float a, float* y) {
   const __m256 va = _mm256_set1_ps(a);
@@ -108,35 +98,6 @@ void exp_shift_avx2(int n, const float* x, float shift, float* out) {
   }
 }
 
-inline float hsum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-// out[r] = rows[r] . x for nrows rows of n (a multiple of 8 here; others go element by element).
-void dot_rows_avx2(int n, const float* x, const float* rows, int nrows, float* out) {
-  if (n % 8 != 0) {
-    for (int r = 0; r < nrows; ++r) {
-      float s = 0.f;
-      for (int i = 0; i < n; ++i) s += rows[static_cast<size_t>(r) * n + i] * x[i];
-      out[r] = s;
-    }
-    return;
-  }
-  for (int r = 0; r < nrows; ++r) {
-    const float* w = rows + static_cast<size_t>(r) * n;
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 16 <= n; i += 16) {
-      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
-      a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
-    }
-    if (i < n) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
-    out[r] = hsum8(_mm256_add_ps(a0, a1));
-  }
-}
 
 // ---- Attention over a page of cells (KernelTable::attn_scores, attn_values) ----
 // Separate multiplies and adds (no FMA), in the scalar references' order, so every table gives the
@@ -223,12 +184,10 @@ void attn_values_avx2(int dv, int nc, const float* v, const float* w, int ld, in
 
 void fill_avx2_vec(KernelTable& t) {
   t.exp_shift = exp_shift_avx2;
-  t.dot_rows = dot_rows_avx2;
   t.attn_scores = attn_scores_avx2;
   t.attn_values = attn_values_avx2;
   t.silu_mul = silu_mul_avx2;
   t.gelu_tanh_mul = gelu_tanh_mul_avx2;
-  t.axpy = axpy_avx2;
   t.scale = scale_avx2;
 }
 

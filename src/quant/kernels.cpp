@@ -43,17 +43,11 @@ const KernelTable& scalar_kernels() {
     KernelTable k;
     fill_scalar_kernels(k);
     fill_scalar_gemm_x8(k);
-    k.axpy = [](int n, float a, const float* x, float* y) {
-      for (int i = 0; i < n; ++i) y[i] += a * x[i];
-    };
     k.scale = [](int n, float a, float* y) {
       for (int i = 0; i < n; ++i) y[i] *= a;
     };
     k.exp_shift = [](int n, const float* x, float shift, float* out) {
       for (int i = 0; i < n; ++i) out[i] = std::exp(x[i] - shift);
-    };
-    k.dot_rows = [](int n, const float* x, const float* rows, int nrows, float* out) {
-      for (int r = 0; r < nrows; ++r) out[r] = dot_row_ref(GgmlType::F32, n, rows + static_cast<size_t>(r) * n, x);
     };
     k.attn_scores = [](int dk, int nc, const float* kr, const float* q, int group, float* out, int ld) {
       for (int g = 0; g < group; ++g)

@@ -18,11 +18,8 @@ using QDotFn = float (*)(int n, const void* w, const void* xq);
 using QuantizeFn = void (*)(const float* x, void* dst, int64_t n);
 // out = act(g) * u, element-wise (gated FFN activations).
 using GatedActFn = void (*)(const float* g, const float* u, float* out, int n);
-using AxpyFn = void (*)(int n, float a, const float* x, float* y);  // y += a * x
 using ScaleFn = void (*)(int n, float a, float* y);                 // y *= a
 using ExpShiftFn = void (*)(int n, const float* x, float shift, float* out);  // out = exp(x - shift)
-// out[r] = rows[r * n .. r * n + n) . x for r < nrows
-using DotRowsFn = void (*)(int n, const float* x, const float* rows, int nrows, float* out);
 // Attention over a page of cells (rows of floats), the same bits in every table: one rounding per
 // multiply and per add, in the order written.
 // out[g * ld + c] = sum over d in order of q[g][d] * k[c][d]   (k: [nc][dk], q: [group][dk])
@@ -78,10 +75,8 @@ struct KernelTable {
                                             // for the KV cache); the reference's bytes
   GatedActFn silu_mul = nullptr;            // vector versions; ops' scalar reference when null
   GatedActFn gelu_tanh_mul = nullptr;
-  AxpyFn axpy = nullptr;    // always set; the same bits in every table
   ScaleFn scale = nullptr;  // always set; the same bits in every table
   ExpShiftFn exp_shift = nullptr;  // always set
-  DotRowsFn dot_rows = nullptr;    // always set
   AttnScoresFn attn_scores = nullptr;  // always set; the same bits in every table
   AttnValuesFn attn_values = nullptr;  // always set; the same bits in every table
 
