@@ -199,7 +199,7 @@ void dotq_grid_rows512(int n, const uint8_t* w, size_t ws, const uint8_t* xq, fl
       __m512i tot = _mm512_setzero_si512();
       STRATA_UNROLL for (int j = 0; j < 4; ++j) {
         const __m512i ys = _mm512_mask_sub_epi8(yv[j], _cvtu64_mask64(signs[j]), _mm512_setzero_si512(), yv[j]);
-        const __m512i s = _mm512_permutexvar_epi16(_mm512_load_si512(F::kLanes[j].data()), p.scales);
+        const __m512i s = _mm512_permutexvar_epi16(_mm512_loadu_si512(F::kLanes[j].data()), p.scales);
         tot = _mm512_add_epi32(tot, _mm512_madd_epi16(_mm512_maddubs_epi16(F::grid(b, p, j, tab), ys), s));
       }
       acc[r] = std::fma(F::d(b) * y[i].d, static_cast<float>(_mm512_reduce_add_epi32(tot)), acc[r]);
