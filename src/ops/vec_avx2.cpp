@@ -11,7 +11,8 @@
 #include <vector>
 
 #include "quant/kernels.h"
-#include "quant/simd_avx2_blocks.h"  // STRATA_UNROLL, transpose8x8_ps
+#include "ops/attn_scores_simd.h"
+#include "quant/simd_avx2_blocks.h"  // STRATA_UNROLL
 
 namespace strata {
 namespace {
@@ -104,55 +105,26 @@ void exp_shift_avx2(int n, const float* x, float shift, float* out) {
 // same bits.
 
 // G query rows against 8 cells whose keys are laid out by dimension (kt[d][8]): one lane per cell.
-template <int G>
-void scores8(int dk, const float* kt, const float* q, float* out, int ld, int m) {
-  __m256 acc[G];
-  STRATA_UNROLL for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
-  for (int d = 0; d < dk; ++d) {
-    const __m256 k = _mm256_loadu_ps(kt + 8 * d);
-    STRATA_UNROLL for (int g = 0; g < G; ++g)
-      acc[g] = _mm256_add_ps(acc[g], _mm256_mul_ps(_mm256_broadcast_ss(q + static_cast<size_t>(g) * dk + d), k));
+struct Scores8 {
+  template <int G>
+  static void run(int dk, const float* kt, const float* q, float* out, int ld, int m) {
+    __m256 acc[G];
+    STRATA_UNROLL for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
+    for (int d = 0; d < dk; ++d) {
+      const __m256 k = _mm256_loadu_ps(kt + 8 * d);
+      STRATA_UNROLL for (int g = 0; g < G; ++g)
+        acc[g] = _mm256_add_ps(acc[g], _mm256_mul_ps(_mm256_broadcast_ss(q + static_cast<size_t>(g) * dk + d), k));
+    }
+    STRATA_UNROLL for (int g = 0; g < G; ++g) {
+      alignas(32) float o[8];
+      _mm256_store_ps(o, acc[g]);
+      for (int j = 0; j < m; ++j) out[static_cast<size_t>(g) * ld + j] = o[j];
+    }
   }
-  STRATA_UNROLL for (int g = 0; g < G; ++g) {
-    alignas(32) float o[8];
-    _mm256_store_ps(o, acc[g]);
-    for (int j = 0; j < m; ++j) out[static_cast<size_t>(g) * ld + j] = o[j];
-  }
-}
+};
 
 void attn_scores_avx2(int dk, int nc, const float* k, const float* q, int group, float* out, int ld) {
-  thread_local std::vector<float> kt;
-  kt.resize(static_cast<size_t>(dk) * 8);
-  for (int c0 = 0; c0 < nc; c0 += 8) {
-    const int m = std::min(8, nc - c0);
-    const float* kc = k + static_cast<size_t>(c0) * dk;
-    // The 8 cells' keys by dimension (missing cells as zeros).
-    if (m == 8 && dk % 8 == 0) {
-      for (int d0 = 0; d0 < dk; d0 += 8) {
-        __m256 r[8];
-        for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(kc + static_cast<size_t>(j) * dk + d0);
-        transpose8x8_ps(r);
-        for (int j = 0; j < 8; ++j) _mm256_storeu_ps(kt.data() + 8 * (d0 + j), r[j]);
-      }
-    } else {
-      for (int d = 0; d < dk; ++d)
-        for (int j = 0; j < 8; ++j) kt[8 * d + j] = j < m ? kc[static_cast<size_t>(j) * dk + d] : 0.f;
-    }
-    for (int g = 0; g < group; g += 8) {
-      const float* qg = q + static_cast<size_t>(g) * dk;
-      float* og = out + static_cast<size_t>(g) * ld + c0;
-      switch (std::min(8, group - g)) {
-        case 1: scores8<1>(dk, kt.data(), qg, og, ld, m); break;
-        case 2: scores8<2>(dk, kt.data(), qg, og, ld, m); break;
-        case 3: scores8<3>(dk, kt.data(), qg, og, ld, m); break;
-        case 4: scores8<4>(dk, kt.data(), qg, og, ld, m); break;
-        case 5: scores8<5>(dk, kt.data(), qg, og, ld, m); break;
-        case 6: scores8<6>(dk, kt.data(), qg, og, ld, m); break;
-        case 7: scores8<7>(dk, kt.data(), qg, og, ld, m); break;
-        default: scores8<8>(dk, kt.data(), qg, og, ld, m); break;
-      }
-    }
-  }
+  attn_scores_by_cells<8, Scores8>(dk, nc, k, q, group, out, ld);
 }
 
 // acc[0 .. 8R) += w[c] * v[c][0 .. 8R) for every cell, the sums held in R registers.

@@ -8,59 +8,30 @@
 #include <vector>
 
 #include "quant/kernels.h"
-#include "quant/simd_avx2_blocks.h"  // STRATA_UNROLL, transpose8x8_ps
+#include "ops/attn_scores_simd.h"
+#include "quant/simd_avx2_blocks.h"  // STRATA_UNROLL
 
 namespace strata {
 namespace {
 
 // G query rows against 16 cells whose keys are laid out by dimension (kt[d][16]).
-template <int G>
-void scores16(int dk, const float* kt, const float* q, float* out, int ld, int m) {
-  __m512 acc[G];
-  STRATA_UNROLL for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
-  for (int d = 0; d < dk; ++d) {
-    const __m512 k = _mm512_loadu_ps(kt + 16 * d);
-    STRATA_UNROLL for (int g = 0; g < G; ++g)
-      acc[g] = _mm512_add_ps(acc[g], _mm512_mul_ps(_mm512_set1_ps(q[static_cast<size_t>(g) * dk + d]), k));
+struct Scores16 {
+  template <int G>
+  static void run(int dk, const float* kt, const float* q, float* out, int ld, int m) {
+    __m512 acc[G];
+    STRATA_UNROLL for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
+    for (int d = 0; d < dk; ++d) {
+      const __m512 k = _mm512_loadu_ps(kt + 16 * d);
+      STRATA_UNROLL for (int g = 0; g < G; ++g)
+        acc[g] = _mm512_add_ps(acc[g], _mm512_mul_ps(_mm512_set1_ps(q[static_cast<size_t>(g) * dk + d]), k));
+    }
+    const __mmask16 cells = static_cast<__mmask16>((1u << m) - 1);
+    STRATA_UNROLL for (int g = 0; g < G; ++g) _mm512_mask_storeu_ps(out + static_cast<size_t>(g) * ld, cells, acc[g]);
   }
-  const __mmask16 cells = static_cast<__mmask16>((1u << m) - 1);
-  STRATA_UNROLL for (int g = 0; g < G; ++g) _mm512_mask_storeu_ps(out + static_cast<size_t>(g) * ld, cells, acc[g]);
-}
+};
 
 void attn_scores_avx512(int dk, int nc, const float* k, const float* q, int group, float* out, int ld) {
-  thread_local std::vector<float> kt;
-  kt.resize(static_cast<size_t>(dk) * 16);
-  for (int c0 = 0; c0 < nc; c0 += 16) {
-    const int m = std::min(16, nc - c0);
-    const float* kc = k + static_cast<size_t>(c0) * dk;
-    // The 16 cells' keys by dimension (missing cells as zeros), 8 x 8 tiles at a time.
-    if (m == 16 && dk % 8 == 0) {
-      for (int h = 0; h < 2; ++h)
-        for (int d0 = 0; d0 < dk; d0 += 8) {
-          __m256 r[8];
-          for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(kc + static_cast<size_t>(8 * h + j) * dk + d0);
-          transpose8x8_ps(r);
-          for (int j = 0; j < 8; ++j) _mm256_storeu_ps(kt.data() + 16 * (d0 + j) + 8 * h, r[j]);
-        }
-    } else {
-      for (int d = 0; d < dk; ++d)
-        for (int j = 0; j < 16; ++j) kt[16 * d + j] = j < m ? kc[static_cast<size_t>(j) * dk + d] : 0.f;
-    }
-    for (int g = 0; g < group; g += 8) {
-      const float* qg = q + static_cast<size_t>(g) * dk;
-      float* og = out + static_cast<size_t>(g) * ld + c0;
-      switch (std::min(8, group - g)) {
-        case 1: scores16<1>(dk, kt.data(), qg, og, ld, m); break;
-        case 2: scores16<2>(dk, kt.data(), qg, og, ld, m); break;
-        case 3: scores16<3>(dk, kt.data(), qg, og, ld, m); break;
-        case 4: scores16<4>(dk, kt.data(), qg, og, ld, m); break;
-        case 5: scores16<5>(dk, kt.data(), qg, og, ld, m); break;
-        case 6: scores16<6>(dk, kt.data(), qg, og, ld, m); break;
-        case 7: scores16<7>(dk, kt.data(), qg, og, ld, m); break;
-        default: scores16<8>(dk, kt.data(), qg, og, ld, m); break;
-      }
-    }
-  }
+  attn_scores_by_cells<16, Scores16>(dk, nc, k, q, group, out, ld);
 }
 
 // acc[0 .. 16R) += w[c] * v[c][0 .. 16R) for every cell, the sums held in R registers (the
