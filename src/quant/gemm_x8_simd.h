@@ -897,6 +897,7 @@ void gemm_half(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8Bl
 // Each output's fma chain runs over the columns in order, carried in y from chunk to chunk, so
 // the bits are gemm_x8's. L is the lane set: L::V holds L::kRows rows (one group for AVX2, two
 // for AVX-512), load/store_rows move the first n of them.
+//
 // Lines [line, end) of the next groups' chunk, line l at base + group_stride * (l / group_lines)
 // + 64 * (l % group_lines): fetched into L2 one at a time while a tile computes.
 struct HalfWidePrefetch {
