@@ -77,7 +77,8 @@ void dotq_vnni_multi(int n, const void* w, const uint8_t* xq, size_t stride, int
 // F::grid gives chunk j's 64 grid bytes.
 struct GridPrep {
   __m512i scales;
-  __m256i index[4];  // the formats' own use
+  __m256i index[4];    // the formats' own use
+  __mmask16 neg[2];  // IQ1_S, IQ1_M: entries whose delta is negative, 16 per mask
 };
 template <int PerScale, int Stride>  // values per sub-scale; 16-bit elements between sub-scales
 constexpr auto scale_lanes() {
@@ -232,6 +233,95 @@ struct GridIQ3_S {
   }
 };
 
+// IQ1_S and IQ1_M: codes 8g + δ (g in {-1, 0, 1} from the grid, δ = ±1 per 32 values for IQ1_S,
+// per 8 for IQ1_M) are taken as the unsigned bytes 8g + δ + 10 (the table's 8g, + 11, - 2 where δ
+// is negative), so no signs move onto the activations; the 10 Σ y this adds per sub-scale comes
+// off with Q8_K's sums per 16 values: Σ s (code + 10) y - 10 Σ s Σ y is the same integer total.
+// Entry e's index: qs[e] below 3 bits of qh rotated into bits 8..10 (F::kRotate[e % 16]).
+template <class F>
+inline void iq1_indices(const uint8_t* qs, const __m512i* qh16, GridPrep& p) {
+  for (int h = 0; h < 2; ++h) {  // entries 16h .. 16h + 15
+    const __m512i lo = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs) + h));
+    const __m512i rot = _mm512_rolv_epi32(qh16[h], _mm512_loadu_si512(F::kRotate.data()));
+    const __m512i idx = _mm512_ternarylogic_epi32(rot, lo, _mm512_set1_epi32(0x700), 0xEC);  // (rot & 0x700) | lo
+    p.index[2 * h] = _mm512_castsi512_si256(idx);
+    p.index[2 * h + 1] = _mm512_extracti64x4_epi64(idx, 1);
+    p.neg[h] = _mm512_test_epi32_mask(F::kSignRotated ? rot : qh16[h], _mm512_set1_epi32(F::kSignBit));
+  }
+}
+inline __m512i iq1_grid(const GridPrep& p, int j, const iq::Tables& t) {
+  const __m512i e = _mm512_add_epi8(_mm512_i32gather_epi64(p.index[j], t.iq1s, 8), _mm512_set1_epi8(11));
+  const __mmask8 neg = static_cast<__mmask8>(j % 2 ? p.neg[j / 2] >> 8 : p.neg[j / 2]);
+  return _mm512_mask_sub_epi64(e, neg, e, _mm512_set1_epi64(0x0202020202020202));  // no byte is below 3: no borrows
+}
+struct GridIQ1_S {
+  using Block = BlockIQ1_S;
+  static constexpr auto kLanes = scale_lanes<32, 2>();
+  static constexpr bool kOffsetCodes = true;  // no signs: see above
+  static constexpr int kSignStep = 0;
+  // Entry 4c + k: bits 3k..3k+2 of qh[c] (rotated left by 8 - 3k); δ's sign is bit 15 of qh[c].
+  static constexpr std::array<int, 16> kRotate = {8, 5, 2, 31, 8, 5, 2, 31, 8, 5, 2, 31, 8, 5, 2, 31};
+  static constexpr bool kSignRotated = false;
+  static constexpr int kSignBit = 1 << 15;
+  static float d(const Block& b) { return h2f(b.d) * 0.125f; }
+  template <int NR>
+  static void prepare(const Block* const* b, uint8_t*, const uint8_t**, GridPrep* p) {
+    for (int r = 0; r < NR; ++r) {
+      const __m256i qh = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[r]->qh)));
+      p[r].scales = _mm512_castsi256_si512(odd32(_mm256_and_si256(_mm256_srli_epi32(qh, 12), _mm256_set1_epi32(7))));
+      const __m512i q = _mm512_castsi256_si512(qh);
+      const __m512i qh16[2] = {_mm512_permutexvar_epi32(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3), q),
+                               _mm512_permutexvar_epi32(_mm512_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7), q)};
+      iq1_indices<GridIQ1_S>(b[r]->qs, qh16, p[r]);
+    }
+  }
+  static __m512i grid(const Block&, const GridPrep& p, int j, const iq::Tables& t) { return iq1_grid(p, j, t); }
+  // The sub-scales per 16 values (each 32-value one twice).
+  static __m256i scale16(const GridPrep& p) {
+    const __m256i s = _mm512_castsi512_si256(p.scales);
+    return _mm256_or_si256(s, _mm256_slli_epi32(s, 16));
+  }
+};
+struct GridIQ1_M {
+  using Block = BlockIQ1_M;
+  static constexpr auto kLanes = scale_lanes<16, 1>();
+  static constexpr bool kOffsetCodes = true;  // no signs: see above
+  static constexpr int kSignStep = 0;
+  // Entry e: nibble e % 2 of qh[e / 2], its low 3 bits for the index (rotated left by 8 or 4),
+  // its top bit δ's sign (bit 11 once rotated).
+  static constexpr std::array<int, 16> kRotate = {8, 4, 8, 4, 8, 4, 8, 4, 8, 4, 8, 4, 8, 4, 8, 4};
+  static constexpr bool kSignRotated = true;
+  static constexpr int kSignBit = 1 << 11;
+  // The fp16 block factor is the scale words' top nibbles.
+  static float d(const Block& b) {
+    const uint16_t dbits = static_cast<uint16_t>((b.scales[0] >> 12) | ((b.scales[1] >> 8) & 0xF0) |
+                                                 ((b.scales[2] >> 4) & 0xF00) | (b.scales[3] & 0xF000));
+    return h2f(dbits) * 0.125f;
+  }
+  template <int NR>
+  static void prepare(const Block* const* b, uint8_t*, const uint8_t**, GridPrep* p) {
+    for (int r = 0; r < NR; ++r) {
+      // Sub-scale g: bits 3 (g % 4) .. of scale word g / 4.
+      uint64_t w;
+      std::memcpy(&w, b[r]->scales, 8);
+      const __m256i words = _mm256_permutexvar_epi16(
+          _mm256_setr_epi16(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3), _mm256_set1_epi64x(static_cast<long long>(w)));
+      const __m256i sub = _mm256_and_si256(_mm256_srlv_epi16(words, _mm256_setr_epi16(0, 3, 6, 9, 0, 3, 6, 9, 0, 3, 6, 9, 0, 3, 6, 9)),
+                                           _mm256_set1_epi16(7));
+      p[r].scales = _mm512_castsi256_si512(odd_scale(sub));
+      const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[r]->qh)));
+      const __m512i qh16[2] = {_mm512_permutexvar_epi32(_mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7), q),
+                               _mm512_permutexvar_epi32(_mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15), q)};
+      iq1_indices<GridIQ1_M>(b[r]->qs, qh16, p[r]);
+    }
+  }
+  static __m512i grid(const Block&, const GridPrep& p, int j, const iq::Tables& t) { return iq1_grid(p, j, t); }
+  static __m256i scale16(const GridPrep& p) { return _mm512_castsi512_si256(p.scales); }
+};
+
+template <class F>
+constexpr bool kOffsetCodes = requires { F::kOffsetCodes; };
+
 // The sums of the 32-bit lanes of a and b (one shuffle tree for both).
 inline std::array<int, 2> reduce_add_pair(__m512i a, __m512i b) {
   __m512i v = _mm512_add_epi32(_mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
@@ -270,9 +360,16 @@ void dotq_grid_rows512(int n, const uint8_t* w, size_t ws, const uint8_t* xq, fl
     STRATA_UNROLL for (int r = 0; r < NR; ++r) {
       tot[r] = _mm512_setzero_si512();
       STRATA_UNROLL for (int j = 0; j < 4; ++j) {
-        const __m512i ys = _mm512_mask_sub_epi8(yv[j], load_mask64(sg[r] + F::kSignStep * j), _mm512_setzero_si512(), yv[j]);
+        __m512i ys = yv[j];
+        if constexpr (!kOffsetCodes<F>)
+          ys = _mm512_mask_sub_epi8(yv[j], load_mask64(sg[r] + F::kSignStep * j), _mm512_setzero_si512(), yv[j]);
         const __m512i s = _mm512_permutexvar_epi16(_mm512_loadu_si512(F::kLanes[j].data()), p[r].scales);
         tot[r] = _mm512_dpwssd_epi32(tot[r], _mm512_maddubs_epi16(F::grid(*b[r], p[r], j, tab), ys), s);
+      }
+      if constexpr (kOffsetCodes<F>) {  // - 10 Σ s Σ y
+        const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].bsums));
+        const __m256i w10 = _mm256_mullo_epi16(F::scale16(p[r]), _mm256_set1_epi16(-10));
+        tot[r] = _mm512_add_epi32(tot[r], _mm512_zextsi256_si512(_mm256_madd_epi16(bsums, w10)));
       }
     }
     if constexpr (NR == 2) {
@@ -310,13 +407,17 @@ void fill_avx512_kernels(KernelTable& t) {
   // IQ2_XS 0.197 -> 0.156, IQ2_S 0.166 -> 0.137, IQ3_XXS 0.226 -> 0.129, IQ3_S 0.181 -> 0.087.
   // Sign pairs, masks through general registers and vpdpwssd, min of 5 alternated runs: IQ2_XXS
   // 0.160 -> 0.135, IQ2_XS 0.136 -> 0.111, IQ2_S 0.113 -> 0.102 (IQ3_XXS, IQ3_S: no change).
-  // IQ1_S and IQ1_M through the same kernel (signed codes: abs, and their signs as the mask)
-  // measured no faster (min 0.230 -> 0.244, 0.202 -> 0.198 ms) and keep the AVX2 kernels.
+  // IQ1_S and IQ1_M with their codes offset to unsigned bytes (no signs; an earlier try that
+  // took |code| and the codes' signs as the mask measured no faster than AVX2): Matvec min of 5
+  // alternated runs, AVX2 kernel -> this: IQ1_S 0.248 -> 0.189, IQ1_M 0.220 -> 0.169 ms; bench -n
+  // 32 on q3-IQ1_S and q3-IQ1_M, 4 alternated runs, tg median 22.0 -> 31.8 and 23.6 -> 32.4 tok/s.
   t.dotq_rows[static_cast<int>(GgmlType::IQ2_XXS)] = dotq_grid_rows<GridIQ2_XXS>;
   t.dotq_rows[static_cast<int>(GgmlType::IQ2_XS)] = dotq_grid_rows<GridIQ2_XS>;
   t.dotq_rows[static_cast<int>(GgmlType::IQ3_XXS)] = dotq_grid_rows<GridIQ3_XXS>;
   t.dotq_rows[static_cast<int>(GgmlType::IQ2_S)] = dotq_grid_rows<GridIQ2_S>;
   t.dotq_rows[static_cast<int>(GgmlType::IQ3_S)] = dotq_grid_rows<GridIQ3_S>;
+  t.dotq_rows[static_cast<int>(GgmlType::IQ1_S)] = dotq_grid_rows<GridIQ1_S>;
+  t.dotq_rows[static_cast<int>(GgmlType::IQ1_M)] = dotq_grid_rows<GridIQ1_M>;
 }
 
 }  // namespace strata
