@@ -976,6 +976,18 @@ inline void prepare_block(const typename F::Block& b, BlockPrep& g) {
   if constexpr (has_prepare<F>) F::prepare(b, g);
 }
 
+// The block kPrefetchBlocks ahead of b in its row, both ends (a block is not a whole number of
+// lines): these kernels read weights well below the memory's speed, yet without this they waited
+// on it. bench -n 32 with STRATA_ISA=avx2, 4 alternated runs, tg median tok/s: q3-IQ2_XS 21.0 ->
+// 25.4, q3-IQ1_M 19.0 -> 24.2 (Q2_K, Q3_K_M, near the memory's speed already: within the noise).
+template <class Block>
+inline void prefetch_block_ahead(const Block* b) {
+  constexpr int kPrefetchBlocks = 16;
+  const char* p = reinterpret_cast<const char*>(b + kPrefetchBlocks);
+  _mm_prefetch(p, _MM_HINT_T0);
+  _mm_prefetch(p + sizeof(Block) - 1, _MM_HINT_T0);
+}
+
 // One float multiply-add per block and activation row, on the block's exact integer total: the
 // 8-row decoded kernel below does the same per lane, so both give the same bits.
 inline float block_step(float d, float yd, int total, float acc) { return std::fma(d * yd, static_cast<float>(total), acc); }
@@ -1005,6 +1017,7 @@ void dotq_codes_tile(int n, const uint8_t* w, size_t ws, const uint8_t* xq, size
     STRATA_UNROLL for (int r = 0; r < NR; ++r) STRATA_UNROLL for (int t = 0; t < NT; ++t) sum[r][t] = _mm256_setzero_si256();
     float d[NR] = {};
     if (i < nb) {
+      STRATA_UNROLL for (int r = 0; r < NR; ++r) prefetch_block_ahead(&block(r, i));
       __m256i scales[NR];
       BlockPrep sg[NR];
       STRATA_UNROLL for (int r = 0; r < NR; ++r) {
