@@ -899,15 +899,17 @@ void gemm_half(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8Bl
 // for AVX-512), load/store_rows move the first n of them.
 //
 // Lines [line, end) of the next groups' chunk, line l at base + group_stride * (l / group_lines)
-// + 64 * (l % group_lines): fetched into L2 one at a time while a tile computes.
+// + 64 * (l % group_lines): fetched into L2 one at a time while a tile computes. (at: the line
+// within its group, kept apart to need no division.)
 struct HalfWidePrefetch {
   const char* base;
   size_t group_stride;
-  int group_lines, line, end;
+  int group_lines, line, end, at = 0;
   void one() {
     if (line >= end) return;
-    _mm_prefetch(base + group_stride * (line / group_lines) + 64 * (line % group_lines), _MM_HINT_T1);
+    _mm_prefetch(base + 64 * at, _MM_HINT_T1);
     ++line;
+    if (++at == group_lines) at = 0, base += group_stride;
   }
 };
 
@@ -920,15 +922,20 @@ void half_wide_tile(int kc, const float* wide, const float* x, size_t xs, float*
     acc[p][t] = first ? L::zero() : L::load_rows(y + ys * t + L::kRows * p, p == NV - 1 ? tail : L::kRows);
   const float* xt[NT];
   STRATA_UNROLL for (int t = 0; t < NT; ++t) xt[t] = x + xs * t;
-  for (int k = 0; k < kc; ++k) {
-    if (k % 4 == 0) pf.one();
+  const auto column = [&](int k) {
     V wv[NV];
     STRATA_UNROLL for (int p = 0; p < NV; ++p) wv[p] = L::load(wide + (k * NV + p) * L::kRows);
     STRATA_UNROLL for (int t = 0; t < NT; ++t) {
       const V b = L::bcast(xt[t] + k);
       STRATA_UNROLL for (int p = 0; p < NV; ++p) acc[p][t] = L::fma(wv[p], b, acc[p][t]);
     }
+  };
+  int k = 0;
+  for (; k + 4 <= kc; k += 4) {  // unrolled by 4 columns: the loop's own uops share the ports
+    pf.one();
+    STRATA_UNROLL for (int u = 0; u < 4; ++u) column(k + u);
   }
+  for (; k < kc; ++k) column(k);
   STRATA_UNROLL for (int t = 0; t < NT; ++t) STRATA_UNROLL for (int p = 0; p < NV; ++p)
     L::store_rows(y + ys * t + L::kRows * p, acc[p][t], p == NV - 1 ? tail : L::kRows);
 }
