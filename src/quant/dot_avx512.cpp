@@ -109,6 +109,18 @@ inline __mmask64 load_mask64(const uint8_t* p) {
   std::memcpy(&v, p, 8);
   return _cvtu64_mask64(v);
 }
+// IQ2_XXS, IQ3_XXS: each row's eight 32-bit words, one per 32-value chunk, hold four 7-bit sign
+// fields and the chunk's scale (bits 28..31); w1 is w0 again for one row.
+template <int NR>
+void prepare_sign_words(__m256i w0, __m256i w1, uint8_t* buf, const uint8_t** s, GridPrep* p) {
+  _mm512_store_si512(buf, sign_fields4_512(_mm512_inserti64x4(_mm512_castsi256_si512(w0), w1, 1)));
+  const __m256i w[2] = {w0, w1};
+  for (int r = 0; r < NR; ++r) {
+    s[r] = buf + 32 * r;
+    p[r].scales = _mm512_castsi256_si512(odd32(_mm256_srli_epi32(w[r], 28)));
+  }
+}
+
 struct GridIQ2_XXS {
   using Block = BlockIQ2_XXS;
   static constexpr auto kLanes = scale_lanes<32, 2>();
@@ -123,14 +135,7 @@ struct GridIQ2_XXS {
   }
   template <int NR>
   static void prepare(const Block* const* b, uint8_t* buf, const uint8_t** s, GridPrep* p) {
-    const __m256i u0 = upper_words(*b[0]), u1 = NR == 2 ? upper_words(*b[NR - 1]) : u0;
-    _mm512_store_si512(buf, sign_fields4_512(_mm512_inserti64x4(_mm512_castsi256_si512(u0), u1, 1)));
-    s[0] = buf;
-    p[0].scales = _mm512_castsi256_si512(odd32(_mm256_srli_epi32(u0, 28)));
-    if (NR == 2) {
-      s[1] = buf + 32;
-      p[1].scales = _mm512_castsi256_si512(odd32(_mm256_srli_epi32(u1, 28)));
-    }
+    prepare_sign_words<NR>(upper_words(*b[0]), upper_words(*b[NR - 1]), buf, s, p);
   }
   static __m512i grid(const Block& b, const GridPrep&, int j, const iq::Tables& t) {
     const __m128i w = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs) + j);  // chunks 2j, 2j + 1
@@ -173,14 +178,7 @@ struct GridIQ3_XXS {
   static __m256i words(const Block& b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.scales_signs)); }
   template <int NR>
   static void prepare(const Block* const* b, uint8_t* buf, const uint8_t** s, GridPrep* p) {
-    const __m256i w0 = words(*b[0]), w1 = NR == 2 ? words(*b[NR - 1]) : w0;
-    _mm512_store_si512(buf, sign_fields4_512(_mm512_inserti64x4(_mm512_castsi256_si512(w0), w1, 1)));
-    s[0] = buf;
-    p[0].scales = _mm512_castsi256_si512(odd32(_mm256_srli_epi32(w0, 28)));
-    if (NR == 2) {
-      s[1] = buf + 32;
-      p[1].scales = _mm512_castsi256_si512(odd32(_mm256_srli_epi32(w1, 28)));
-    }
+    prepare_sign_words<NR>(words(*b[0]), words(*b[NR - 1]), buf, s, p);
   }
   static __m512i grid(const Block& b, const GridPrep&, int j, const iq::Tables& t) {
     const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs) + j));
@@ -258,7 +256,6 @@ struct GridIQ1_S {
   using Block = BlockIQ1_S;
   static constexpr auto kLanes = scale_lanes<32, 2>();
   static constexpr bool kOffsetCodes = true;  // no signs: see above
-  static constexpr int kSignStep = 0;
   // Entry 4c + k: bits 3k..3k+2 of qh[c] (rotated left by 8 - 3k); δ's sign is bit 15 of qh[c].
   static constexpr std::array<int, 16> kRotate = {8, 5, 2, 31, 8, 5, 2, 31, 8, 5, 2, 31, 8, 5, 2, 31};
   static constexpr bool kSignRotated = false;
@@ -286,7 +283,6 @@ struct GridIQ1_M {
   using Block = BlockIQ1_M;
   static constexpr auto kLanes = scale_lanes<16, 1>();
   static constexpr bool kOffsetCodes = true;  // no signs: see above
-  static constexpr int kSignStep = 0;
   // Entry e: nibble e % 2 of qh[e / 2], its low 3 bits for the index (rotated left by 8 or 4),
   // its top bit δ's sign (bit 11 once rotated).
   static constexpr std::array<int, 16> kRotate = {8, 4, 8, 4, 8, 4, 8, 4, 8, 4, 8, 4, 8, 4, 8, 4};
