@@ -66,10 +66,11 @@ void dotq_vnni_multi(int n, const void* w, const uint8_t* xq, size_t stride, int
 // step per block is the AVX2 kernel's (dotq_codes_tile's block_step), so the bits are the same.
 //
 // With 512-bit instructions in flight only two ports take vector work, and without stored signs
-// this loop is bound by its vector uops more than by its gathers: two rows' sign bytes are made
-// in one register and stored, and each mask is read back through a general register (extracting
-// them from the vector took two or three shuffle-port uops each; kmovq straight from the stored
-// bytes measured slower, Matvec/IQ2_XXS min 0.149 against 0.134 ms).
+// this loop is bound by its vector uops more than by its gathers, so two rows' sign bytes are
+// made in one register. The compiler forwards the bytes stored to buf and takes each 64-bit mask
+// out of that register through a general register; forcing the masks through memory was slower,
+// the 8-byte loads waiting on the 64-byte store (Matvec/IQ2_XS min 0.109 ms as built, 0.158 with
+// the loads forced, 0.164 with kmovq from memory).
 //
 // F::prepare<NR>(b, buf, s, p) gives the rows' sub-scales as 16-bit values of a vector
 // (kLanes[j][l]: the one for 16-bit lane l of chunk j) and where their sign bytes are (their
