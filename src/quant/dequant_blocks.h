@@ -275,10 +275,7 @@ static inline void unpack_iq1_s(const BlockIQ1_S& b, int8_t* q, float* sc) {
 }
 static inline void unpack_iq1_m(const BlockIQ1_M& b, int8_t* q, float* sc) {
   const auto& t = iq::tables();
-  // The fp16 block scale is spread over the top nibbles of the four scale words.
-  const uint16_t dbits = static_cast<uint16_t>((b.scales[0] >> 12) | ((b.scales[1] >> 8) & 0xF0) |
-                                               ((b.scales[2] >> 4) & 0xF00) | (b.scales[3] & 0xF000));
-  const float d = fp16_to_fp32(dbits);
+  const float d = fp16_to_fp32(iq1m_d_bits(b));
   for (int g = 0; g < 16; ++g)
     sc[g] = d * static_cast<float>(2 * ((b.scales[g / 4] >> (3 * (g % 4))) & 7) + 1) * 0.125f;
   for (int n = 0; n < 32; ++n) {

@@ -511,10 +511,7 @@ inline __m256i dup8(uint64_t v8) {
 // registers: dword c holds chunk c's scale s; the result has 2s + 1 in both of its 16-bit lanes,
 // the lanes odd_scale(dup8(...)) gives. (Dot/IQ3_XXS, ten alternated runs, best: 499 -> 465 ns;
 // the scalar gathering of the eight nibbles was 40 of the block's 460 instructions.)
-inline __m256i odd_pairs(__m256i s) {
-  const __m256i o = _mm256_or_si256(_mm256_slli_epi32(s, 1), _mm256_set1_epi32(1));
-  return _mm256_or_si256(o, _mm256_slli_epi32(o, 16));
-}
+inline __m256i odd_pairs(__m256i s) { return pairs16(odd32(s)); }
 // ... from the top nibble of each of eight 32-bit words at p (IQ3_XXS)
 inline __m256i top_nibbles32(const uint8_t* p) {
   return _mm256_srli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), 28);
@@ -791,20 +788,9 @@ struct ChunkIQ1_S {
 };
 struct ChunkIQ1_M {
   using Block = BlockIQ1_M;
-  // Sub-scale g is bits 3k..3k+2 (k = g % 4) of scale word g / 4; the words' top nibbles hold the
-  // fp16 block factor. Lane g takes word g / 4 and multiplies it by 2^(9 - 3k), which puts its
-  // sub-scale at bits 9-11.
   static __m256i scales(const Block& b, float& d) {
-    const uint16_t dbits = static_cast<uint16_t>((b.scales[0] >> 12) | ((b.scales[1] >> 8) & 0xF0) |
-                                                 ((b.scales[2] >> 4) & 0xF00) | (b.scales[3] & 0xF000));
-    d = h2f(dbits) * 0.125f;
-    uint64_t w;
-    std::memcpy(&w, b.scales, 8);
-    const __m256i words = _mm256_shuffle_epi8(_mm256_set1_epi64x(static_cast<long long>(w)),
-                                              _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3,
-                                                               4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7));
-    const __m256i up = _mm256_mullo_epi16(words, _mm256_setr_epi16(512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1));
-    return odd_scale(_mm256_srli_epi16(_mm256_and_si256(up, _mm256_set1_epi16(0x0E00)), 9));
+    d = h2f(iq1m_d_bits(b)) * 0.125f;
+    return iq1m_odd_scales(b);
   }
   // Group G = 4c + k has nibble k % 2 of qh[2c + k / 2]: its 3 low bits extend the index, its top
   // bit is the sign of the delta, kept as a group byte (0xFF for -1, 0x01 for +1).
@@ -976,18 +962,6 @@ inline void prepare_block(const typename F::Block& b, BlockPrep& g) {
   if constexpr (has_prepare<F>) F::prepare(b, g);
 }
 
-// The block kPrefetchBlocks ahead of b in its row, both ends (a block is not a whole number of
-// lines): these kernels read weights well below the memory's speed, yet without this they waited
-// on it. bench -n 32 with STRATA_ISA=avx2, 4 alternated runs, tg median tok/s: q3-IQ2_XS 21.0 ->
-// 25.4, q3-IQ1_M 19.0 -> 24.2 (Q2_K, Q3_K_M, near the memory's speed already: within the noise).
-template <class Block>
-inline void prefetch_block_ahead(const Block* b) {
-  constexpr int kPrefetchBlocks = 16;
-  const char* p = reinterpret_cast<const char*>(b + kPrefetchBlocks);
-  _mm_prefetch(p, _MM_HINT_T0);
-  _mm_prefetch(p + sizeof(Block) - 1, _MM_HINT_T0);
-}
-
 // One float multiply-add per block and activation row, on the block's exact integer total: the
 // 8-row decoded kernel below does the same per lane, so both give the same bits.
 inline float block_step(float d, float yd, int total, float acc) { return std::fma(d * yd, static_cast<float>(total), acc); }
@@ -1017,7 +991,7 @@ void dotq_codes_tile(int n, const uint8_t* w, size_t ws, const uint8_t* xq, size
     STRATA_UNROLL for (int r = 0; r < NR; ++r) STRATA_UNROLL for (int t = 0; t < NT; ++t) sum[r][t] = _mm256_setzero_si256();
     float d[NR] = {};
     if (i < nb) {
-      STRATA_UNROLL for (int r = 0; r < NR; ++r) prefetch_block_ahead(&block(r, i));
+      STRATA_UNROLL for (int r = 0; r < NR; ++r) prefetch_codes_ahead(&block(r, i));
       __m256i scales[NR];
       BlockPrep sg[NR];
       STRATA_UNROLL for (int r = 0; r < NR; ++r) {

@@ -57,7 +57,7 @@ void dotq_vnni_multi(int n, const void* w, const uint8_t* xq, size_t stride, int
   }
 }
 
-// Decode of the grid i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S), 64 values per
+// Decode of the grid i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S; IQ1_S and IQ1_M below), 64 values per
 // register: the chunk's grid entries come in one gather, its 64 sign bits (IQ2_S and IQ3_S
 // store them; the others 7 per 8 values, with_parity512 adding the 8th) become a mask that
 // negates the activations in one masked subtract, and maddubs then vpdpwssd with the sub-scales
@@ -88,8 +88,6 @@ constexpr auto scale_lanes() {
     for (int l = 0; l < 32; ++l) p[j][l] = static_cast<uint16_t>(Stride * ((64 * j + 2 * l) / PerScale));
   return p;
 }
-// 2s + 1 for eight 4-bit s in 32-bit lanes.
-inline __m256i odd32(__m256i s) { return _mm256_or_si256(_mm256_slli_epi32(s, 1), _mm256_set1_epi32(1)); }
 // with_parity and sign_fields4 (simd_avx2_blocks.h) on 64 bytes.
 inline __m512i with_parity512(__m512i s7) {
   const __m512i parity4 = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 1, 0, 1, 0, 0, 1, 1, 0, 0, 1, 0, 1, 1, 0));
@@ -275,10 +273,7 @@ struct GridIQ1_S {
   }
   static __m512i grid(const Block&, const GridPrep& p, int j, const iq::Tables& t) { return iq1_grid(p, j, t); }
   // The sub-scales per 16 values (each 32-value one twice).
-  static __m256i scale16(const GridPrep& p) {
-    const __m256i s = _mm512_castsi512_si256(p.scales);
-    return _mm256_or_si256(s, _mm256_slli_epi32(s, 16));
-  }
+  static __m256i scale16(const GridPrep& p) { return pairs16(_mm512_castsi512_si256(p.scales)); }
 };
 struct GridIQ1_M {
   using Block = BlockIQ1_M;
@@ -289,23 +284,11 @@ struct GridIQ1_M {
   static constexpr std::array<int, 16> kRotate = {8, 4, 8, 4, 8, 4, 8, 4, 8, 4, 8, 4, 8, 4, 8, 4};
   static constexpr bool kSignRotated = true;
   static constexpr int kSignBit = 1 << 11;
-  // The fp16 block factor is the scale words' top nibbles.
-  static float d(const Block& b) {
-    const uint16_t dbits = static_cast<uint16_t>((b.scales[0] >> 12) | ((b.scales[1] >> 8) & 0xF0) |
-                                                 ((b.scales[2] >> 4) & 0xF00) | (b.scales[3] & 0xF000));
-    return h2f(dbits) * 0.125f;
-  }
+  static float d(const Block& b) { return h2f(iq1m_d_bits(b)) * 0.125f; }
   template <int NR>
   static void prepare(const Block* const* b, uint8_t*, const uint8_t**, GridPrep* p) {
     for (int r = 0; r < NR; ++r) {
-      // Sub-scale g: bits 3 (g % 4) .. of scale word g / 4.
-      uint64_t w;
-      std::memcpy(&w, b[r]->scales, 8);
-      const __m256i words = _mm256_permutexvar_epi16(
-          _mm256_setr_epi16(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3), _mm256_set1_epi64x(static_cast<long long>(w)));
-      const __m256i sub = _mm256_and_si256(_mm256_srlv_epi16(words, _mm256_setr_epi16(0, 3, 6, 9, 0, 3, 6, 9, 0, 3, 6, 9, 0, 3, 6, 9)),
-                                           _mm256_set1_epi16(7));
-      p[r].scales = _mm512_castsi256_si512(odd_scale(sub));
+      p[r].scales = _mm512_castsi256_si512(iq1m_odd_scales(*b[r]));
       const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[r]->qh)));
       const __m512i qh16[2] = {_mm512_permutexvar_epi32(_mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7), q),
                                _mm512_permutexvar_epi32(_mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15), q)};
@@ -328,11 +311,6 @@ inline std::array<int, 2> reduce_add_pair(__m512i a, __m512i b) {
   return {_mm_cvtsi128_si32(_mm512_castsi512_si128(v)), _mm_cvtsi128_si32(_mm512_extracti32x4_epi32(v, 2))};
 }
 
-// The rows' blocks this far ahead are prefetched (both ends: a block is not a whole number of
-// lines). Without it the kernel read weights at 6.5 GB/s in generation against 9.4 GB/s from
-// cache: bench -m q3-IQ2_XS -n 32, 5 alternated runs, tg median 28.3 -> 37.2 tok/s with 16
-// blocks (8: 33.1, 32: 32.5).
-constexpr int kGridPrefetchBlocks = 16;
 template <class F, int NR>
 void dotq_grid_rows512(int n, const uint8_t* w, size_t ws, const uint8_t* xq, float* out) {
   using Block = typename F::Block;
@@ -346,9 +324,7 @@ void dotq_grid_rows512(int n, const uint8_t* w, size_t ws, const uint8_t* xq, fl
     const Block* b[NR];
     for (int r = 0; r < NR; ++r) {
       b[r] = reinterpret_cast<const Block*>(w + r * ws) + i;
-      const char* ahead = reinterpret_cast<const char*>(b[r] + kGridPrefetchBlocks);
-      _mm_prefetch(ahead, _MM_HINT_T0);
-      _mm_prefetch(ahead + sizeof(Block) - 1, _MM_HINT_T0);
+      prefetch_codes_ahead(b[r]);
     }
     const uint8_t* sg[NR];
     GridPrep p[NR];

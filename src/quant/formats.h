@@ -67,6 +67,12 @@ static_assert(sizeof(BlockIQ3_XXS) == 98 && sizeof(BlockIQ3_S) == 110 && sizeof(
 static_assert(sizeof(BlockIQ1_M) == 56 && sizeof(BlockIQ4_XS) == 136 && sizeof(BlockTQ1_0) == 54);
 static_assert(sizeof(BlockTQ2_0) == 66);
 
+// IQ1_M's fp16 block factor, spread over the top nibbles of its four scale words.
+inline uint16_t iq1m_d_bits(const BlockIQ1_M& b) {
+  return static_cast<uint16_t>((b.scales[0] >> 12) | ((b.scales[1] >> 8) & 0xF0) | ((b.scales[2] >> 4) & 0xF00) |
+                               (b.scales[3] & 0xF000));
+}
+
 // The 16 non-linear levels of IQ4_NL (a fact of the format).
 extern const int8_t kIq4nlValues[16];
 

@@ -36,17 +36,6 @@ constexpr bool kX8Vnni = STRATA_X8_VNNI;
 // A broadcast straight from memory (a load, no shuffle).
 inline __m256i bcast_i32(const int32_t* p) { return _mm256_castps_si256(_mm256_broadcast_ss(reinterpret_cast<const float*>(p))); }
 inline __m256 load_d8(const uint16_t* d) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d))); }
-// Software prefetch 4 KiB ahead (at least two blocks): the K-quant blocks are read as several
-// interleaved streams, which the hardware prefetcher follows poorly (Q6_K matvec ran at half speed
-// without any), and a decode step's compute must overlap its loads. Two blocks ahead -> 4 KiB,
-// Matvec/Q4_0 (64 MiB, one thread), best of 3, ms: 896 columns 6.4 -> 5.1, 4864 columns 3.9 ->
-// 3.3; in a Q4_0 model's generation the Q4_0 kernel's CPU samples fell 15-18 %.
-template <typename Block>
-inline void prefetch_ahead(const Block* b) {
-  constexpr size_t kAhead = std::max<size_t>(2 * sizeof(Block), 4096);
-  const char* p = reinterpret_cast<const char*>(b) + kAhead;
-  for (size_t off = 0; off < sizeof(Block); off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
-}
 inline __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 // Eight unsigned (or signed) bytes widened to 32-bit lanes holding the value twice as 16 bits,
 // the form madd needs to scale a row's pair of 16-bit partial sums.
