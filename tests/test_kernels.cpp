@@ -98,7 +98,7 @@ class IntKernelParity : public ::testing::TestWithParam<GgmlType> {};
 // Every SIMD table this CPU can run (AVX2, and AVX-512 VNNI where present).
 std::vector<const KernelTable*> simd_tables() {
   std::vector<const KernelTable*> v;
-  for (const KernelTable* k : {avx2_kernels(), avx512_kernels()})
+  for (const KernelTable* k : {avx2_kernels(), avx512_kernels(), avx512_bitalg_kernels()})
     if (k) v.push_back(k);
   return v;
 }
@@ -169,22 +169,24 @@ TEST_P(IntKernelParity, WeightRowsKernelIsBitIdenticalToSingleRow) {
     const QDotRowsFn drows = simd->dotq_rows[static_cast<int>(t)];
     if (!drows) continue;  // matmul uses the single-row kernel for this format
     const GgmlType at = activation_type(t);
-    const int n = 768;
-    const size_t rb = row_bytes(t, n);
-    std::vector<uint8_t> rows;
-    for (int r = 0; r < 5; ++r) {
-      auto row = random_row(t, n, 70 + r, r % 2 == 1);
-      rows.insert(rows.end(), row.begin(), row.end());
-    }
-    auto x = randn(n, 7, 20.f);
-    std::vector<uint8_t> xq(row_bytes(at, n));
-    quantize_row(at, x.data(), xq.data(), n);
-    for (int nrows = 1; nrows <= 5; ++nrows) {
-      float out[5];
-      drows(n, rows.data(), rb, nrows, xq.data(), out);
-      for (int r = 0; r < nrows; ++r) {
-        const float single = simd->dotq[static_cast<int>(t)](n, rows.data() + r * rb, xq.data());
-        EXPECT_EQ(0, std::memcmp(&out[r], &single, 4)) << type_name(t) << " nrows " << nrows << " row " << r;
+    // 3 blocks of 256 per row, and 13 (the AVX-512 grid kernels sum 4 or 8 blocks per tree, then one by one)
+    for (const int n : {768, 3328}) {
+      const size_t rb = row_bytes(t, n);
+      std::vector<uint8_t> rows;
+      for (int r = 0; r < 5; ++r) {
+        auto row = random_row(t, n, 70 + r, r % 2 == 1);
+        rows.insert(rows.end(), row.begin(), row.end());
+      }
+      auto x = randn(n, 7, 20.f);
+      std::vector<uint8_t> xq(row_bytes(at, n));
+      quantize_row(at, x.data(), xq.data(), n);
+      for (int nrows = 1; nrows <= 5; ++nrows) {
+        float out[5];
+        drows(n, rows.data(), rb, nrows, xq.data(), out);
+        for (int r = 0; r < nrows; ++r) {
+          const float single = simd->dotq[static_cast<int>(t)](n, rows.data() + r * rb, xq.data());
+          EXPECT_EQ(0, std::memcmp(&out[r], &single, 4)) << type_name(t) << " n " << n << " nrows " << nrows << " row " << r;
+        }
       }
     }
   }
@@ -964,10 +966,13 @@ TEST(Ops, RmsNormAndSoftmax) {
 TEST(Kernels, DispatchPicksTheBestTableForThisCpu) {
   const char* want = std::getenv("STRATA_ISA");
   if (want) GTEST_SKIP() << "STRATA_ISA is set";
-  const char* expected = avx512_kernels() ? "avx512vnni" : (avx2_kernels() ? "avx2" : "scalar");
+  const char* expected = avx512_bitalg_kernels() ? "avx512vnni+bitalg"
+                         : avx512_kernels()      ? "avx512vnni"
+                         : avx2_kernels()        ? "avx2"
+                                                 : "scalar";
   EXPECT_STREQ(kernels().isa, expected);
-  std::printf("  tables: avx2 %s, avx512vnni %s; in use: %s\n", avx2_kernels() ? "yes" : "no", avx512_kernels() ? "yes" : "no",
-              kernels().isa);
+  std::printf("  tables: avx2 %s, avx512vnni %s, +bitalg %s; in use: %s\n", avx2_kernels() ? "yes" : "no",
+              avx512_kernels() ? "yes" : "no", avx512_bitalg_kernels() ? "yes" : "no", kernels().isa);
 }
 
 // An importance row moves the searching quantizers' error onto the columns that matter less: the

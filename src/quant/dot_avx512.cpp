@@ -16,6 +16,7 @@
 #include "quant/iq_tables.h"
 #include "quant/kernels.h"
 #include "quant/simd_avx2_blocks.h"
+#include "quant/simd_avx512.h"
 
 namespace strata {
 
@@ -302,23 +303,14 @@ struct GridIQ1_M {
 template <class F>
 constexpr bool kOffsetCodes = requires { F::kOffsetCodes; };
 
-// The sums of the 32-bit lanes of a and b (one shuffle tree for both).
-inline std::array<int, 2> reduce_add_pair(__m512i a, __m512i b) {
-  __m512i v = _mm512_add_epi32(_mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
-  v = _mm512_add_epi32(v, _mm512_shuffle_i64x2(v, v, _MM_SHUFFLE(2, 3, 0, 1)));  // a in lanes 0..3, b in 8..11
-  v = _mm512_add_epi32(v, _mm512_shuffle_epi32(v, _MM_PERM_BADC));
-  v = _mm512_add_epi32(v, _mm512_shuffle_epi32(v, _MM_PERM_CDAB));
-  return {_mm_cvtsi128_si32(_mm512_castsi512_si128(v)), _mm_cvtsi128_si32(_mm512_extracti32x4_epi32(v, 2))};
-}
-
 template <class F, int NR>
 void dotq_grid_rows512(int n, const uint8_t* w, size_t ws, const uint8_t* xq, float* out) {
   using Block = typename F::Block;
   const iq::Tables& tab = iq::tables();
   const auto* y = reinterpret_cast<const BlockQ8_K*>(xq);
-  float acc[NR] = {};
-  alignas(64) uint8_t sign_buf[64];
-  for (int i = 0; i < n / 256; ++i) {
+  // block i's integer totals and float factors per row
+  auto block = [&](int i, __m512i* tot, float* dy) {
+    alignas(64) uint8_t sign_buf[64];
     __m512i yv[4];
     for (int j = 0; j < 4; ++j) yv[j] = _mm512_loadu_si512(y[i].qs + 64 * j);
     const Block* b[NR];
@@ -329,7 +321,6 @@ void dotq_grid_rows512(int n, const uint8_t* w, size_t ws, const uint8_t* xq, fl
     const uint8_t* sg[NR];
     GridPrep p[NR];
     F::template prepare<NR>(b, sign_buf, sg, p);
-    __m512i tot[NR];
     STRATA_UNROLL for (int r = 0; r < NR; ++r) {
       tot[r] = _mm512_setzero_si512();
       STRATA_UNROLL for (int j = 0; j < 4; ++j) {
@@ -344,15 +335,10 @@ void dotq_grid_rows512(int n, const uint8_t* w, size_t ws, const uint8_t* xq, fl
         const __m256i w10 = _mm256_mullo_epi16(F::scale16(p[r]), _mm256_set1_epi16(-10));
         tot[r] = _mm512_add_epi32(tot[r], _mm512_zextsi256_si512(_mm256_madd_epi16(bsums, w10)));
       }
+      dy[r] = F::d(*b[r]) * y[i].d;
     }
-    if constexpr (NR == 2) {
-      const auto t = reduce_add_pair(tot[0], tot[1]);
-      for (int r = 0; r < 2; ++r) acc[r] = std::fma(F::d(*b[r]) * y[i].d, static_cast<float>(t[r]), acc[r]);
-    } else {
-      acc[0] = std::fma(F::d(*b[0]) * y[i].d, static_cast<float>(_mm512_reduce_add_epi32(tot[0])), acc[0]);
-    }
-  }
-  for (int r = 0; r < NR; ++r) out[r] = acc[r];
+  };
+  sum_blocks<NR>(n / 256, block, out);
 }
 
 // Two weight rows per call (sharing the activation loads and the sign work), an odd last one alone.

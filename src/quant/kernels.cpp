@@ -111,11 +111,25 @@ const KernelTable* avx512_kernels() {
   return t;
 }
 
+const KernelTable* avx512_bitalg_kernels() {
+  static const KernelTable* t = []() -> const KernelTable* {
+    if (!avx512_kernels()) return nullptr;
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx512bitalg")) return nullptr;
+    static KernelTable k = *avx512_kernels();
+    fill_avx512_bitalg_kernels(k);
+    return &k;
+  }();
+  return t;
+}
+
 const KernelTable& kernels() {
   static const KernelTable* t = [] {
     const char* want = std::getenv("STRATA_ISA");
     if (want && std::strcmp(want, "scalar") == 0) return &scalar_kernels();
     const bool avx2_only = want && std::strcmp(want, "avx2") == 0;
+    const bool avx512_only = want && std::strcmp(want, "avx512") == 0;
+    if (const KernelTable* a = avx512_bitalg_kernels(); a && !avx2_only && !avx512_only) return a;
     if (const KernelTable* a = avx512_kernels(); a && !avx2_only) return a;
     if (const KernelTable* a = avx2_kernels()) return a;
     return &scalar_kernels();

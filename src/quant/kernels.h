@@ -88,12 +88,16 @@ const KernelTable& scalar_kernels();
 const KernelTable* avx2_kernels();  // nullptr when the CPU lacks AVX2/FMA/F16C
 // AVX2 table with AVX-512 VNNI kernels where written; nullptr without AVX-512 F/BW/VL + VNNI.
 const KernelTable* avx512_kernels();
-// The table the engine uses: best for this CPU, or the one named by STRATA_ISA=scalar|avx2|avx512.
+// The AVX-512 table with the kernels that also take BITALG; nullptr without it.
+const KernelTable* avx512_bitalg_kernels();
+// The table the engine uses: best for this CPU, or the one named by
+// STRATA_ISA=scalar|avx2|avx512 (avx512: without the BITALG kernels).
 const KernelTable& kernels();
 
 void fill_scalar_kernels(KernelTable& t);
 void fill_avx2_kernels(KernelTable& t);    // defined in the AVX2 file
 void fill_avx512_kernels(KernelTable& t);
+void fill_avx512_bitalg_kernels(KernelTable& t);  // on top of the AVX-512 table
 void fill_avx2_quantizers(KernelTable& t);  // defined in the AVX2 quantizer file
 void fill_avx2_vec(KernelTable& t);    // defined in ops/vec_avx2.cpp
 void fill_avx512_vec(KernelTable& t);  // defined in ops/vec_avx512.cpp (on top of the AVX2 table)

@@ -1,0 +1,74 @@
+// Small AVX-512 helpers shared by the AVX-512 kernel files. Internal linkage on purpose, as in
+// simd_avx2_blocks.h: each file gets its own copy with its own flags.
+#pragma once
+#include <immintrin.h>
+
+#include <cmath>
+
+#include "quant/simd_avx2_blocks.h"  // STRATA_UNROLL
+
+namespace strata {
+namespace {
+
+// Eight block totals summed by one shuffle tree instead of a tree per block (a build without the
+// per-block trees and float steps ran IQ2_XS's decode 27 % faster; one tree per eight ran the
+// grid decodes 0-6 % faster), fed as they come so that only partial sums stay live: put(k, x) takes total k
+// (0..7, in order); after put(7, ...), lanes() gives the sums as 32-bit lanes, total k's in lane
+// lane(k) (the other lanes hold partial sums).
+class SumLanes8 {
+ public:
+  void put(int k, __m512i x) {
+    if (k % 2 == 0) {
+      pending_ = x;
+      return;
+    }
+    const __m512i a = _mm512_add_epi32(_mm512_unpacklo_epi32(pending_, x), _mm512_unpackhi_epi32(pending_, x));
+    if (k % 4 == 1) {
+      a_ = a;
+      return;
+    }
+    // in every 128-bit lane, 32-bit lane p holds a partial sum of total 4 (k / 4) + p
+    c_[k / 4] = _mm512_add_epi32(_mm512_unpacklo_epi64(a_, a), _mm512_unpackhi_epi64(a_, a));
+  }
+  __m512i lanes() const {
+    const __m512i e = _mm512_add_epi32(_mm512_shuffle_i64x2(c_[0], c_[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                       _mm512_shuffle_i64x2(c_[0], c_[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm512_add_epi32(e, _mm512_shuffle_i64x2(e, e, _MM_SHUFFLE(2, 3, 0, 1)));
+  }
+  static constexpr int lane(int k) { return k < 4 ? k : k + 4; }
+
+ private:
+  __m512i pending_, a_, c_[2];
+};
+
+// out[r] = the sum over blocks i < nb, in order, of fma(dy, total, ...) for each of NR rows, where
+// block(i, tot, dy) gives block i's integer totals (as 32-bit lanes to add) and float factors:
+// 8 / NR blocks per shuffle tree, the last few one by one (the same integers and float steps).
+template <int NR, class Block>
+inline void sum_blocks(int nb, const Block& block, float* out) {
+  float acc[NR] = {};
+  constexpr int kBlocks = 8 / NR;
+  int i = 0;
+  for (; i + kBlocks <= nb; i += kBlocks) {
+    SumLanes8 sums;
+    float dy[8];
+    STRATA_UNROLL for (int j = 0; j < kBlocks; ++j) {
+      __m512i tot[NR];
+      block(i + j, tot, dy + NR * j);
+      STRATA_UNROLL for (int r = 0; r < NR; ++r) sums.put(NR * j + r, tot[r]);
+    }
+    alignas(64) float t[16];
+    _mm512_store_ps(t, _mm512_cvtepi32_ps(sums.lanes()));  // int to float as static_cast does
+    STRATA_UNROLL for (int k = 0; k < 8; ++k) acc[k % NR] = std::fma(dy[k], t[SumLanes8::lane(k)], acc[k % NR]);
+  }
+  for (; i < nb; ++i) {
+    __m512i tot[NR];
+    float dy[NR];
+    block(i, tot, dy);
+    for (int r = 0; r < NR; ++r) acc[r] = std::fma(dy[r], static_cast<float>(_mm512_reduce_add_epi32(tot[r])), acc[r]);
+  }
+  for (int r = 0; r < NR; ++r) out[r] = acc[r];
+}
+
+}  // namespace
+}  // namespace strata
