@@ -235,7 +235,7 @@ TEST(Cli, ImatrixThenQuantizeWithIt) {
 // --repack-iq: the lattice i-quants' grown layouts give the file layout's bits, so the same greedy
 // tokens, and bench reports the larger repacked size.
 TEST(Cli, RepackIqKeepsOutputAndReportsItsMemory) {
-  for (const char* type : {"IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S"}) {
+  for (const char* type : {"IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M"}) {
     const std::string f = std::string("/tmp/strata_cli_repack_") + type + ".gguf";
     auto r = run("synth --arch llama --preset tiny --type " + std::string(type) + " --vocab-from " +
                  test::model_path("stories260K") + " -o " + f);
@@ -251,7 +251,7 @@ TEST(Cli, RepackIqKeepsOutputAndReportsItsMemory) {
       return nlohmann::json::parse(b.out)["repacked_bytes"].get<double>();
     };
     const double without = bytes(""), with = bytes(" --repack-iq");
-    EXPECT_GT(with, without * 1.2) << type;  // the block matrices grow by 25-73 %
+    EXPECT_GT(with, without * 1.2) << type;  // the block matrices grow by 25-73 % (IQ1: about twice)
     std::remove(f.c_str());
   }
 }

@@ -308,7 +308,8 @@ TEST(Ops, LookupFormatBatchesMatchSingleTokens) {
 const GgmlType kPackFormats[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0,   GgmlType::Q4_1, GgmlType::Q5_1,
                                  GgmlType::IQ4_NL, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
                                  GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::TQ2_0, GgmlType::F16, GgmlType::BF16,
-                                 GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S, GgmlType::IQ3_XXS, GgmlType::IQ3_S};
+                                 GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S, GgmlType::IQ3_XXS, GgmlType::IQ3_S,
+                                 GgmlType::IQ1_S, GgmlType::IQ1_M};
 
 // Random rows (alternately quantized floats and raw random blocks), packed; activation rows
 // prepared as matmul prepares them.
@@ -401,7 +402,7 @@ TEST_P(PackedKernels, MatchesFileLayoutDotWithinRounding) {
 TEST(PackedKernels2, KAndLatticeQuantsGiveTheFileLayoutKernelsBits) {
   if (simd_tables().empty()) GTEST_SKIP() << "CPU has no AVX2";
   for (GgmlType t : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::TQ2_0, GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S,
-                     GgmlType::IQ3_XXS, GgmlType::IQ3_S})
+                     GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::IQ1_S, GgmlType::IQ1_M})
     for (int trial = 0; trial < 4; ++trial) {
       PackedCase c(t, 8, 256 * (1 + 3 * trial), 4, 40 + trial);
       for (const KernelTable* simd : simd_tables()) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "common.h"
 #include "quant/dequant_blocks.h"
@@ -19,6 +20,7 @@ bool packable(GgmlType t) {
     case GgmlType::IQ4_NL: case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K:
     case GgmlType::Q6_K: case GgmlType::IQ4_XS: case GgmlType::TQ2_0: case GgmlType::F16: case GgmlType::BF16:
     case GgmlType::IQ2_XXS: case GgmlType::IQ2_XS: case GgmlType::IQ2_S: case GgmlType::IQ3_XXS: case GgmlType::IQ3_S:
+    case GgmlType::IQ1_S: case GgmlType::IQ1_M:
       return true;
     default:
       return false;
@@ -27,7 +29,7 @@ bool packable(GgmlType t) {
 
 bool packing_grows(GgmlType t) {
   return t == GgmlType::IQ2_XXS || t == GgmlType::IQ2_XS || t == GgmlType::IQ2_S || t == GgmlType::IQ3_XXS ||
-         t == GgmlType::IQ3_S;
+         t == GgmlType::IQ3_S || t == GgmlType::IQ1_S || t == GgmlType::IQ1_M;
 }
 
 
@@ -47,7 +49,8 @@ size_t packed_group_bytes(GgmlType t, int64_t cols) {
     case GgmlType::Q5_K: return n / 256 * sizeof(BlockQ5_Kx8);
     case GgmlType::Q6_K: return n / 256 * sizeof(BlockQ6_Kx8);
     case GgmlType::IQ4_XS: return n / 256 * sizeof(BlockIQ4_XSx8);
-    case GgmlType::IQ2_XXS: case GgmlType::IQ2_XS: case GgmlType::IQ2_S: return n / 256 * sizeof(BlockIQ2Levelsx8);
+    case GgmlType::IQ2_XXS: case GgmlType::IQ2_XS: case GgmlType::IQ2_S: case GgmlType::IQ1_S: case GgmlType::IQ1_M:
+      return n / 256 * sizeof(BlockIQ2Levelsx8);
     case GgmlType::IQ3_XXS: case GgmlType::IQ3_S: return n / 256 * sizeof(BlockIQ3Levelsx8);
     case GgmlType::F16: case GgmlType::BF16: return n * 8 * sizeof(uint16_t);
     default: throw Error("no packed layout for " + type_name(t));
@@ -145,6 +148,31 @@ inline LatticeValue lattice_value(const BlockIQ2_S& b, int k) {
   return {(iq::kIq2sGridPacked[b.qs[g] | ((b.qh[c] >> (2 * l)) & 3) << 8] >> (2 * (k % 8))) & 3, (b.signs[g] >> (k % 8)) & 1};
 }
 inline int odd_scale16(const BlockIQ2_S& b, int s) { return 2 * ((b.scales[s / 2] >> (4 * (s % 2))) & 15) + 1; }
+// IQ1: value j of an 8-value entry is 8g + delta (the table holds 8g); its level is that of its
+// magnitude (1, 7, 9 -> 0, 1, 2).
+inline LatticeValue iq1_value(uint64_t grid8, bool neg_delta, int j) {
+  const int v = static_cast<int8_t>(grid8 >> (8 * j)) + (neg_delta ? -1 : 1), mag = v < 0 ? -v : v;
+  return {mag == 1 ? 0 : mag == 7 ? 1 : 2, v < 0};
+}
+inline LatticeValue lattice_value(const BlockIQ1_S& b, int k) {
+  const int c = k / 32, l = (k % 32) / 8;
+  const uint16_t h = b.qh[c];
+  return iq1_value(iq::tables().iq1s[b.qs[4 * c + l] | ((h >> (3 * l)) & 7) << 8], h & 0x8000, k % 8);
+}
+inline int odd_scale16(const BlockIQ1_S& b, int s) { return 2 * ((b.qh[s / 2] >> 12) & 7) + 1; }
+inline LatticeValue lattice_value(const BlockIQ1_M& b, int k) {
+  const int n = k / 8, nib = (b.qh[n / 2] >> (4 * (n % 2))) & 0xF;
+  return iq1_value(iq::tables().iq1s[b.qs[n] | (nib & 7) << 8], nib & 8, k % 8);
+}
+inline int odd_scale16(const BlockIQ1_M& b, int s) { return 2 * ((b.scales[s / 4] >> (3 * (s % 4))) & 7) + 1; }
+// The block's fp16 factor as the file-layout kernels read it.
+template <typename Block>
+uint16_t file_d(const Block& b) {
+  if constexpr (std::is_same_v<Block, BlockIQ1_M>)
+    return iq1m_d_bits(b);
+  else
+    return b.d;
+}
 inline LatticeValue lattice_value(const BlockIQ3_XXS& b, int k) {
   const int c = k / 32, l = (k % 32) / 8;
   uint32_t aux;
@@ -173,7 +201,7 @@ void pack_iq2_rows8(const uint8_t* rows, size_t stride, int64_t cols, uint8_t* d
     std::memset(out[ib].hm, 0, sizeof out[ib].hm);
     for (int r = 0; r < 8; ++r) {
       const auto& b = file_block<Block>(rows, stride, r, ib);
-      out[ib].d[r] = b.d;
+      out[ib].d[r] = file_d(b);
       for (int s = 0; s < 16; ++s) out[ib].sc[s][r] = static_cast<int8_t>(odd_scale16(b, s));
       for (int k = 0; k < 256; ++k) {
         const LatticeValue v = lattice_value(b, k);
@@ -289,6 +317,8 @@ void pack_rows8(GgmlType t, const uint8_t* rows, size_t stride, int64_t cols, ui
     case GgmlType::IQ2_XXS: return pack_iq2_rows8<BlockIQ2_XXS>(rows, stride, cols, dst);
     case GgmlType::IQ2_XS: return pack_iq2_rows8<BlockIQ2_XS>(rows, stride, cols, dst);
     case GgmlType::IQ2_S: return pack_iq2_rows8<BlockIQ2_S>(rows, stride, cols, dst);
+    case GgmlType::IQ1_S: return pack_iq2_rows8<BlockIQ1_S>(rows, stride, cols, dst);
+    case GgmlType::IQ1_M: return pack_iq2_rows8<BlockIQ1_M>(rows, stride, cols, dst);
     case GgmlType::IQ3_XXS: return pack_iq3_rows8<BlockIQ3_XXS>(rows, stride, cols, dst);
     case GgmlType::IQ3_S: return pack_iq3_rows8<BlockIQ3_S>(rows, stride, cols, dst);
     case GgmlType::F16: case GgmlType::BF16: {
@@ -517,6 +547,7 @@ struct SumIQ4_XS {
 // The lattice i-quants: signed values from the codes; the block factors and integer totals of the
 // file-layout kernels (d / 8 for IQ2, d / 4 for IQ3_XXS, d for IQ3_S; sub-scales 2s + 1), so both
 // layouts give the same bits.
+template <const std::array<int8_t, 16>& kValues>  // kIq2LevelValues, kIq1LevelValues
 struct SumIQ2Levels {
   using Packed = BlockIQ2Levelsx8;
   static constexpr Mins kMins = Mins::None;
@@ -524,7 +555,7 @@ struct SumIQ2Levels {
   static int32_t isum(const Packed& b, int r, const BlockQ8_K& y) {
     return scaled_sums<16>(y, [&](int s) { return b.sc[s][r]; }, [&](int k) {
       const int l = k % 32, sign = (b.hm[(l / 4) * 32 + r * 4 + l % 4] >> (k / 32)) & 1;
-      return kIq2LevelValues[code2_x8(b.qs, r, k) | sign << 2];
+      return kValues[code2_x8(b.qs, r, k) | sign << 2];
     });
   }
 };
@@ -581,7 +612,9 @@ void fill_scalar_gemm_x8(KernelTable& t) {
   t.gemm_x8[static_cast<int>(GgmlType::Q5_K)] = gemm_k_scalar<SumQ45_K<BlockQ5_Kx8>>;
   t.gemm_x8[static_cast<int>(GgmlType::Q6_K)] = gemm_k_scalar<SumQ6_K>;
   t.gemm_x8[static_cast<int>(GgmlType::IQ4_XS)] = gemm_k_scalar<SumIQ4_XS>;
-  for (GgmlType iq2 : {GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S}) t.gemm_x8[static_cast<int>(iq2)] = gemm_k_scalar<SumIQ2Levels>;
+  for (GgmlType iq2 : {GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S})
+    t.gemm_x8[static_cast<int>(iq2)] = gemm_k_scalar<SumIQ2Levels<kIq2LevelValues>>;
+  for (GgmlType iq1 : {GgmlType::IQ1_S, GgmlType::IQ1_M}) t.gemm_x8[static_cast<int>(iq1)] = gemm_k_scalar<SumIQ2Levels<kIq1LevelValues>>;
   t.gemm_x8[static_cast<int>(GgmlType::IQ3_XXS)] = gemm_k_scalar<SumIQ3Levels<kIq3xxsCodeValues, 4>>;
   t.gemm_x8[static_cast<int>(GgmlType::IQ3_S)] = gemm_k_scalar<SumIQ3Levels<kIq3sCodeValues, 1>>;
   t.gemm_x8[static_cast<int>(GgmlType::F16)] = gemm_half_scalar<fp16_to_fp32>;

@@ -28,13 +28,15 @@
 //         32*sub+4g+i, high: 32*sub+16+4g+i), nibbles indexing the IQ4_NL levels
 //   F16, BF16: v[k][r] for each column k; one fused multiply-add chain per output, columns in order
 //
-// The lattice i-quants IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ3_S have layouts larger than their
-// files (packed only on request, packing_grows): each value is spelled out as a level code and a
-// sign, so 32 values cost one shuffle instead of 4 or 8 grid-table loads.
+// The lattice i-quants IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ3_S, and IQ1_S and IQ1_M, have
+// layouts larger than their files (packed only on request, packing_grows): each value is spelled
+// out as a level code and a sign, so 32 values cost one shuffle instead of 4 or 8 grid-table loads.
 //   IQ2 (XXS, XS, S; grid levels 8, 25, 43): BlockIQ2Levelsx8: d[8] (the file's d; values carry
 //         d / 8), sub-scales 2s + 1 sc[sub][r] (16 values each; IQ2_XXS's per-32 scale twice),
 //         qs as Q2_K's with each value's level 0..2, and hm as Q3_K's with each value's sign (set:
 //         negative). 912 bytes per 8 x 256 values (files: IQ2_XXS 528, IQ2_XS 592, IQ2_S 656)
+//   IQ1 (S, M; values 8g + delta, g in {-1, 0, 1}, delta +-1, carrying d / 8): the IQ2 layout with
+//         the magnitudes 1, 7, 9 as levels (files: IQ1_S 400, IQ1_M 448; IQ1_S's per-32 scale twice)
 //   IQ3 (XXS: levels 4, 12, ..., 52, 62, values carry d / 4; S: levels 1, 3, ..., 15, values
 //         carry d): BlockIQ3Levelsx8: d[8], sub-scales 2s + 1 sc[sub][r] (32 values each), qs as
 //         IQ4_XS's with nibbles level | sign << 3. 1104 bytes per 8 x 256 values (files: IQ3_XXS
@@ -121,8 +123,10 @@ constexpr std::array<int8_t, 16> signed_codes(const int8_t (&levels)[N], int sig
   }
   return v;
 }
-// The signed values of IQ2 codes level | sign << 2 (0..7), and of IQ3_XXS and IQ3_S nibbles.
+// The signed values of IQ2 and IQ1 codes level | sign << 2 (0..7), and of IQ3_XXS and IQ3_S nibbles.
+inline constexpr int8_t kIq1Magnitudes[3] = {1, 7, 9};  // |8g + delta|
 inline constexpr std::array<int8_t, 16> kIq2LevelValues = signed_codes(iq::kIq2Levels, 2);
+inline constexpr std::array<int8_t, 16> kIq1LevelValues = signed_codes(kIq1Magnitudes, 2);
 inline constexpr std::array<int8_t, 16> kIq3xxsCodeValues = signed_codes(iq::kIq3xxsLevels, 3);
 inline constexpr std::array<int8_t, 16> kIq3sCodeValues = signed_codes(iq::kIq3sLevels, 3);
 static_assert(kIq2LevelValues[2] == 43 && kIq2LevelValues[6] == -43 && kIq2LevelValues[3] == 0 && kIq2LevelValues[9] == 25);

@@ -533,11 +533,11 @@ void decode_packed8_q23(int n, const uint8_t* w, uint8_t* out) {
 // sign bit, shifted to the top of its byte, goes onto the broadcast activations. Two maddubs
 // results (each pair below 2*43*127) sum exactly in 16 bits before madd applies the rows'
 // sub-scales 2s + 1. The integer totals and float steps are those of the file-layout kernel.
-template <int NT>
+template <const std::array<int8_t, 16>& kValues, int NT>  // kIq2LevelValues, or kIq1LevelValues (IQ1: 1, 7, 9)
 void gemm_iq2_levels(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {
   const auto* b = reinterpret_cast<const BlockIQ2Levelsx8*>(w);
-  const __m128i l128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq2LevelValues.data()));
-  const __m256i levels = _mm256_set_m128i(l128, l128);  // entries 0..3: 8, 25, 43, 0
+  const __m128i l128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kValues.data()));
+  const __m256i levels = _mm256_set_m128i(l128, l128);  // entries 0..3: 8, 25, 43, 0 (IQ2)
   const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
   __m256 acc[NT];
   STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
@@ -583,10 +583,11 @@ void gemm_iq2_levels(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
 
 // Packed IQ2 (and, below, IQ3) groups as DecodedX8Block (prefill with more than 4 activation rows),
 // the block the file-layout decoder (decode_rows8) makes from the same rows.
-inline void decode_packed8_iq2(int n, const uint8_t* w, uint8_t* out) {
+template <const std::array<int8_t, 16>& kValues>
+void decode_packed8_iq2(int n, const uint8_t* w, uint8_t* out) {
   const auto* b = reinterpret_cast<const BlockIQ2Levelsx8*>(w);
   auto* db = reinterpret_cast<DecodedX8Block*>(out);
-  const __m128i l128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq2LevelValues.data()));
+  const __m128i l128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kValues.data()));
   const __m256i values = _mm256_set_m128i(l128, l128);
   for (int ib = 0; ib < n / 256; ++ib) {
     const BlockIQ2Levelsx8& B = b[ib];
@@ -1019,7 +1020,8 @@ template <int NT> struct KQ6_K { static constexpr auto f = gemm_q6_k<NT>; };
 template <int NT> struct KIQ4_XS { static constexpr auto f = gemm_nibble_values<IQ4_XSValues, NT>; };
 template <int NT> struct KIQ3_XXS { static constexpr auto f = gemm_nibble_values<IQ3_XXSValues, NT>; };
 template <int NT> struct KIQ3_S { static constexpr auto f = gemm_nibble_values<IQ3_SValues, NT>; };
-template <int NT> struct KIQ2 { static constexpr auto f = gemm_iq2_levels<NT>; };
+template <int NT> struct KIQ2 { static constexpr auto f = gemm_iq2_levels<kIq2LevelValues, NT>; };
+template <int NT> struct KIQ1 { static constexpr auto f = gemm_iq2_levels<kIq1LevelValues, NT>; };
 
 }  // namespace
 }  // namespace strata
