@@ -12,9 +12,9 @@ namespace {
 
 // Eight block totals summed by one shuffle tree instead of a tree per block (a build without the
 // per-block trees and float steps ran IQ2_XS's decode 27 % faster; one tree per eight ran the
-// grid decodes 0-6 % faster), fed as they come so that only partial sums stay live: put(k, x) takes total k
-// (0..7, in order); after put(7, ...), lanes() gives the sums as 32-bit lanes, total k's in lane
-// lane(k) (the other lanes hold partial sums).
+// grid decodes 0-6 % faster), fed as they come so that only partial sums stay live (keeping all
+// eight until the end spilled): put(k, x) takes total k (0..7, in order); after put(7, ...),
+// lanes() gives the sums as 32-bit lanes, total k's in lane lane(k) (the others: partial sums).
 class SumLanes8 {
  public:
   void put(int k, __m512i x) {
@@ -44,8 +44,8 @@ class SumLanes8 {
 // out[r] = the sum over blocks i < nb, in order, of fma(dy, total, ...) for each of NR rows, where
 // block(i, tot, dy) gives block i's integer totals (as 32-bit lanes to add) and float factors:
 // 8 / NR blocks per shuffle tree, the last few one by one (the same integers and float steps).
-template <int NR, class Block>
-inline void sum_blocks(int nb, const Block& block, float* out) {
+template <int NR, class BlockFn>
+inline void sum_blocks(int nb, const BlockFn& block, float* out) {
   float acc[NR] = {};
   constexpr int kBlocks = 8 / NR;
   int i = 0;
