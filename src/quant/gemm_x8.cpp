@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <type_traits>
 
 #include "common.h"
 #include "quant/dequant_blocks.h"
@@ -165,14 +164,10 @@ inline LatticeValue lattice_value(const BlockIQ1_M& b, int k) {
   return iq1_value(iq::tables().iq1s[b.qs[n] | (nib & 7) << 8], nib & 8, k % 8);
 }
 inline int odd_scale16(const BlockIQ1_M& b, int s) { return 2 * ((b.scales[s / 4] >> (3 * (s % 4))) & 7) + 1; }
-// The block's fp16 factor as the file-layout kernels read it.
+// The block's fp16 factor as the file-layout kernels read it (IQ1_M spreads it over its scales).
 template <typename Block>
-uint16_t file_d(const Block& b) {
-  if constexpr (std::is_same_v<Block, BlockIQ1_M>)
-    return iq1m_d_bits(b);
-  else
-    return b.d;
-}
+uint16_t file_d(const Block& b) { return b.d; }
+inline uint16_t file_d(const BlockIQ1_M& b) { return iq1m_d_bits(b); }
 inline LatticeValue lattice_value(const BlockIQ3_XXS& b, int k) {
   const int c = k / 32, l = (k % 32) / 8;
   uint32_t aux;
