@@ -98,7 +98,7 @@ class IntKernelParity : public ::testing::TestWithParam<GgmlType> {};
 // Every SIMD table this CPU can run (AVX2, and AVX-512 VNNI where present).
 std::vector<const KernelTable*> simd_tables() {
   std::vector<const KernelTable*> v;
-  for (const KernelTable* k : {avx2_kernels(), avx512_kernels(), avx512_bitalg_kernels()})
+  for (const KernelTable* k : {avx2_kernels(), avx512_kernels(), avx512_bitalg_kernels(), amx_kernels()})
     if (k) v.push_back(k);
   return v;
 }
@@ -535,6 +535,42 @@ TEST(PackedGroups, GroupsPerCallGiveTheSingleGroupBits) {
     EXPECT_TRUE(seen.count(t)) << type_name(t) << " has no several-groups kernel";
 }
 
+// Prefill on AMX tiles: one or two packed groups times full and partial tiles of 16 tokens; every
+// output has the scalar packed kernel's bits for its group and token, and nothing past the
+// groups' rows is written.
+TEST(AmxTiles, PackedGroupsGiveThePackedKernelsBits) {
+  const KernelTable* k = amx_kernels();
+  if (!k) GTEST_SKIP() << "no AMX-INT8 on this CPU, or the OS does not grant the tile state";
+  int checked = 0;
+  const int max_tok = 40;
+  for (GgmlType type : kPackFormats) {
+    const GemmAmxFn f = k->gemm_amx[static_cast<int>(type)];
+    if (!f) continue;
+    ++checked;
+    for (int cols : {512, 96 * 32}) {  // an even and an odd block count (16 and 96 blocks)
+      PackedCase c(type, 16, cols == 512 ? 512 : 32 * 97, max_tok, 31 + checked);
+      const GemmX8Fn ref = scalar_kernels().gemm_x8[static_cast<int>(type)];
+      for (int ng : {1, 2})
+        for (int ntok : {5, 16, 17, max_tok}) {
+          const size_t width = 20;  // wider than the 16 rows: the rest must stay untouched
+          std::vector<float> y(width * ntok, -7.f);
+          f(c.cols, c.packed.data(), c.group_bytes, ng, c.xq.data(), c.x_stride, c.sums.data(), c.sums_stride, ntok,
+            y.data(), width);
+          for (int tok = 0; tok < ntok; ++tok) {
+            for (int g = 0; g < ng; ++g) {
+              float want[8];
+              c.run(ref, g, tok, 1, want);
+              EXPECT_EQ(0, std::memcmp(&y[width * tok + 8 * g], want, sizeof want))
+                  << type_name(type) << " cols " << c.cols << " groups " << ng << " ntok " << ntok << " token " << tok;
+            }
+            for (size_t r = 8 * ng; r < width; ++r) EXPECT_EQ(y[width * tok + r], -7.f) << type_name(type);
+          }
+        }
+    }
+  }
+  EXPECT_GE(checked, 4);  // Q8_0, Q4_0, Q5_0, IQ4_NL
+}
+
 // F16 and BF16 prefill one chunk of columns at a time (the order matmul calls it in): after the
 // last chunk every output has gemm_x8's bits for its group and token, and nothing outside the
 // groups' rows is written.
@@ -967,13 +1003,15 @@ TEST(Ops, RmsNormAndSoftmax) {
 TEST(Kernels, DispatchPicksTheBestTableForThisCpu) {
   const char* want = std::getenv("STRATA_ISA");
   if (want) GTEST_SKIP() << "STRATA_ISA is set";
-  const char* expected = avx512_bitalg_kernels() ? "avx512vnni+bitalg"
+  const char* expected = amx_kernels()           ? amx_kernels()->isa
+                         : avx512_bitalg_kernels() ? "avx512vnni+bitalg"
                          : avx512_kernels()      ? "avx512vnni"
                          : avx2_kernels()        ? "avx2"
                                                  : "scalar";
   EXPECT_STREQ(kernels().isa, expected);
-  std::printf("  tables: avx2 %s, avx512vnni %s, +bitalg %s; in use: %s\n", avx2_kernels() ? "yes" : "no",
-              avx512_kernels() ? "yes" : "no", avx512_bitalg_kernels() ? "yes" : "no", kernels().isa);
+  std::printf("  tables: avx2 %s, avx512vnni %s, +bitalg %s, +amx %s; in use: %s\n", avx2_kernels() ? "yes" : "no",
+              avx512_kernels() ? "yes" : "no", avx512_bitalg_kernels() ? "yes" : "no", amx_kernels() ? "yes" : "no",
+              kernels().isa);
 }
 
 // An importance row moves the searching quantizers' error onto the columns that matter less: the

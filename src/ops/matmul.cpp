@@ -219,6 +219,19 @@ Work packed_work(const Matrix& w, const Input& in, float* y) {
                 }
             }};
   }
+  // AMX tiles on more than 4 tokens: 16 rows (two groups) per unit, every token through them.
+  if (const GemmAmxFn amx = n_tok > kPackMaxTokens ? k.gemm_amx[ti] : nullptr) {
+    constexpr int64_t kGroups = 2;
+    return {(groups + kGroups - 1) / kGroups, 0, groups * kPackRows, kGroups * kPackRows,
+            [=, &w](int64_t s0, int64_t s1) {
+              for (int64_t s = s0; s < s1; ++s) {
+                const int64_t g = s * kGroups;
+                const int ng = static_cast<int>(std::min<int64_t>(kGroups, groups - g));
+                amx(cols, w.packed + static_cast<size_t>(g) * w.packed_stride, w.packed_stride, ng, xq, xrow, sums,
+                    srow, n_tok, y + g * kPackRows, static_cast<size_t>(rows));
+              }
+            }};
+  }
   // Formats whose packed kernel is slower than the decoded one with several activation groups:
   // each group decoded once per matmul (the same bits as the packed kernel).
   const bool decoded = n_tok > kPackMaxTokens && (k.gemm_decoded8[ti] || takes_token_bands(w.type, n_tok));

@@ -158,6 +158,14 @@ using GemmGroupsFn = void (*)(int n, const uint8_t* w, size_t group_stride, int 
                               size_t xq_stride, const Q8BlockInfo* xinfo, size_t xinfo_stride, int ntok, float* out,
                               size_t out_stride);
 
+// Prefill on AMX-INT8 tiles (KernelTable::gemm_amx): two consecutive packed groups (16 rows,
+// group_stride bytes apart; ngroups 1 or 2) times ntok activation rows (any count), the other
+// arguments as for GemmGroupsFn: y[t * y_stride + r] for r < 8 * ngroups, the same bits as
+// gemm_x8 on each group.
+using GemmAmxFn = void (*)(int n, const uint8_t* w, size_t group_stride, int ngroups, const uint8_t* xq,
+                           size_t xq_stride, const Q8BlockInfo* xinfo, size_t xinfo_stride, int ntok, float* y,
+                           size_t y_stride);
+
 // F16 and BF16 prefill on many tokens, one chunk of columns at a time: columns [k0, k0 + kc)
 // (kc <= kHalfWideChunk) of ngroups consecutive packed groups (group_stride bytes apart; 1 to the
 // table's half_wide_groups for the format) times ntok f32 activation rows (x_stride floats apart,

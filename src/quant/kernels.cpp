@@ -123,12 +123,25 @@ const KernelTable* avx512_bitalg_kernels() {
   return t;
 }
 
+const KernelTable* amx_kernels() {
+  static const KernelTable* t = []() -> const KernelTable* {
+    const KernelTable* base = avx512_bitalg_kernels() ? avx512_bitalg_kernels() : avx512_kernels();
+    if (!base || !amx_usable()) return nullptr;
+    static KernelTable k = *base;
+    k.isa = base == avx512_bitalg_kernels() ? "avx512vnni+bitalg+amx" : "avx512vnni+amx";
+    fill_amx_kernels(k);
+    return &k;
+  }();
+  return t;
+}
+
 const KernelTable& kernels() {
   static const KernelTable* t = [] {
     const char* want = std::getenv("STRATA_ISA");
     if (want && std::strcmp(want, "scalar") == 0) return &scalar_kernels();
     const bool avx2_only = want && std::strcmp(want, "avx2") == 0;
     const bool avx512_only = want && std::strcmp(want, "avx512") == 0;
+    if (const KernelTable* a = amx_kernels(); a && !want) return a;
     if (const KernelTable* a = avx512_bitalg_kernels(); a && !avx2_only && !avx512_only) return a;
     if (const KernelTable* a = avx512_kernels(); a && !avx2_only) return a;
     if (const KernelTable* a = avx2_kernels()) return a;

@@ -71,6 +71,7 @@ struct KernelTable {
   int groups_per_call[kMaxTypes] = {};       // ...this many at most
   GemmHalfWideFn gemm_half_wide[kMaxTypes] = {};  // optional: F16/BF16 prefill on many tokens...
   int half_wide_groups[kMaxTypes] = {};           // ...this many groups per call at most
+  GemmAmxFn gemm_amx[kMaxTypes] = {};  // optional: packed prefill on AMX tiles, 16 rows per call
   QuantizeFn quantize_act[kMaxTypes] = {};  // activation quantizers, by activation format (and F16
                                             // for the KV cache); the reference's bytes
   GatedActFn silu_mul = nullptr;            // vector versions; ops' scalar reference when null
@@ -90,14 +91,20 @@ const KernelTable* avx2_kernels();  // nullptr when the CPU lacks AVX2/FMA/F16C
 const KernelTable* avx512_kernels();
 // The AVX-512 table with the kernels that also take BITALG; nullptr without it.
 const KernelTable* avx512_bitalg_kernels();
+// The best AVX-512 table with the AMX-INT8 prefill kernels; nullptr without AMX-TILE and
+// AMX-INT8, or when the OS does not grant the tile state (amx_usable).
+const KernelTable* amx_kernels();
+bool amx_usable();
 // The table the engine uses: best for this CPU, or the one named by
-// STRATA_ISA=scalar|avx2|avx512 (avx512: without the BITALG kernels).
+// STRATA_ISA=scalar|avx2|avx512|avx512bitalg (avx512: without the BITALG kernels; neither of
+// the two with AMX).
 const KernelTable& kernels();
 
 void fill_scalar_kernels(KernelTable& t);
 void fill_avx2_kernels(KernelTable& t);    // defined in the AVX2 file
 void fill_avx512_kernels(KernelTable& t);
 void fill_avx512_bitalg_kernels(KernelTable& t);  // on top of the AVX-512 table
+void fill_amx_kernels(KernelTable& t);            // on top of the best AVX-512 table
 void fill_avx2_quantizers(KernelTable& t);  // defined in the AVX2 quantizer file
 void fill_avx2_vec(KernelTable& t);    // defined in ops/vec_avx2.cpp
 void fill_avx512_vec(KernelTable& t);  // defined in ops/vec_avx512.cpp (on top of the AVX2 table)
