@@ -571,6 +571,85 @@ TEST(AmxTiles, PackedGroupsGiveThePackedKernelsBits) {
   EXPECT_GE(checked, 4);  // Q8_0, Q4_0, Q5_0, IQ4_NL
 }
 
+// AMX tiles on decoded rows (file layout): two groups of rows, the second full, partial or
+// absent, times full and partial tiles of tokens; every output has the single-row kernel's bits.
+TEST(AmxTiles, DecodedRowsGiveTheSingleRowBits) {
+  const KernelTable* k = amx_kernels();
+  if (!k) GTEST_SKIP() << "no AMX-INT8 on this CPU, or the OS does not grant the tile state";
+  int checked = 0;
+  for (GgmlType t : kIntFormats) {
+    const GemmAmxDecodedFn f = k->gemm_amx_decoded[static_cast<int>(t)];
+    const DecodeRows8Fn decode8 = k->decode_rows8[static_cast<int>(t)];
+    if (!f || !decode8) continue;
+    ++checked;
+    const int n = 768, max_tok = 40;
+    const size_t stride = row_bytes(GgmlType::Q8_K, n), rb = row_bytes(t, n);
+    for (bool raw : {false, true}) {
+      std::vector<uint8_t> rows;
+      for (int r = 0; r < 16; ++r) {
+        auto row = random_row(t, n, (raw ? 153 : 154) + 10 * r, raw);
+        rows.insert(rows.end(), row.begin(), row.end());
+      }
+      std::vector<uint8_t> xq(stride * max_tok), dec0(n / 256 * kDecodedX8BlockBytes), dec1(dec0.size());
+      for (int tok = 0; tok < max_tok; ++tok) {
+        auto x = randn(n, 400 + tok);
+        quantize_row(GgmlType::Q8_K, x.data(), xq.data() + tok * stride, n);
+      }
+      decode8(n, rows.data(), rb, 8, dec0.data());
+      for (int nrows : {16, 13, 8}) {
+        if (nrows > 8) decode8(n, rows.data() + 8 * rb, rb, nrows - 8, dec1.data());
+        for (int ntok : {1, 7, 16, 17, max_tok}) {
+          const size_t ys = 19;  // outputs of token t at y[t * ys + r]
+          std::vector<float> y(ys * ntok, -1.f);
+          f(n, dec0.data(), nrows > 8 ? dec1.data() : nullptr, nrows, xq.data(), stride, ntok, y.data(), ys);
+          for (int tok = 0; tok < ntok; ++tok)
+            for (size_t r = 0; r < ys; ++r) {
+              const float want = static_cast<int>(r) < nrows ? k->dotq[static_cast<int>(t)](n, rows.data() + r * rb, xq.data() + tok * stride) : -1.f;
+              EXPECT_EQ(0, std::memcmp(&y[tok * ys + r], &want, 4))
+                  << type_name(t) << (raw ? " raw" : "") << " rows " << nrows << " ntok " << ntok << " token " << tok
+                  << " row " << r << ": " << y[tok * ys + r] << " vs " << want;
+            }
+        }
+      }
+    }
+  }
+  EXPECT_GE(checked, 11);  // every format with decoded rows
+}
+
+// AMX tiles on packed groups decoded 8 rows at a time (the K-quants, IQ4_XS, TQ2_0 and the
+// lattice i-quants' grown layouts): every output has the scalar packed kernel's bits.
+TEST(AmxTiles, DecodedPackedGroupsGiveThePackedKernelsBits) {
+  const KernelTable* k = amx_kernels();
+  if (!k) GTEST_SKIP() << "no AMX-INT8 on this CPU, or the OS does not grant the tile state";
+  int checked = 0;
+  for (GgmlType t : kPackFormats) {
+    const GemmAmxDecodedFn f = k->gemm_amx_decoded[static_cast<int>(t)];
+    const DecodePacked8Fn decode8 = k->decode_packed8[static_cast<int>(t)];
+    if (!f || !decode8) continue;
+    ++checked;
+    const int max_tok = 40;
+    PackedCase c(t, 16, 768, max_tok, 190);
+    std::vector<uint8_t> dec0(c.cols / 256 * kDecodedX8BlockBytes), dec1(dec0.size());
+    decode8(c.cols, c.packed.data(), dec0.data());
+    decode8(c.cols, c.packed.data() + c.group_bytes, dec1.data());
+    const GemmX8Fn ref = scalar_kernels().gemm_x8[static_cast<int>(t)];
+    for (int ng : {1, 2})
+      for (int ntok : {5, 16, 33, max_tok}) {
+        std::vector<float> y(16 * ntok, -1.f);
+        f(c.cols, dec0.data(), ng > 1 ? dec1.data() : nullptr, 8 * ng, c.xq.data(), c.x_stride, ntok, y.data(), 16);
+        for (int tok = 0; tok < ntok; ++tok)
+          for (int g = 0; g < 2; ++g) {
+            float want[8];
+            if (g < ng) c.run(ref, g, tok, 1, want);
+            else std::fill(want, want + 8, -1.f);
+            EXPECT_EQ(0, std::memcmp(&y[16 * tok + 8 * g], want, sizeof want))
+                << type_name(t) << " groups " << ng << " ntok " << ntok << " token " << tok;
+          }
+      }
+  }
+  EXPECT_GE(checked, 13);  // Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, TQ2_0 and the seven lattice i-quants
+}
+
 // F16 and BF16 prefill one chunk of columns at a time (the order matmul calls it in): after the
 // last chunk every output has gemm_x8's bits for its group and token, and nothing outside the
 // groups' rows is written.

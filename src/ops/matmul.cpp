@@ -64,9 +64,11 @@ void quantize_activations(GgmlType at, const float* x, int n_tok, int cols, bool
   });
 }
 
-// Whether a product of this format with n_tok activation rows takes them in token bands.
+// Whether a product of this format with n_tok activation rows takes them in token bands (where
+// the format has decoded rows on AMX tiles, those take the rows as they are instead).
 bool takes_token_bands(GgmlType t, int n_tok) {
-  return n_tok > kPackMaxTokens && kernels().gemm_decoded_bands[static_cast<int>(t)] != nullptr;
+  const KernelTable& k = kernels();
+  return n_tok > kPackMaxTokens && k.gemm_decoded_bands[static_cast<int>(t)] && !k.gemm_amx_decoded[static_cast<int>(t)];
 }
 
 // Whether rows in file layout have an integer kernel for these activations (else they are
@@ -125,6 +127,28 @@ Work decoded_groups_work(int64_t groups, int64_t row0, int64_t rows, int cols, G
           }};
 }
 
+// The same on AMX tiles: units of two groups (16 rows), both decoded, then every token through them.
+template <typename Decode>
+Work amx_decoded_work(int64_t groups, int64_t row0, int64_t rows, int cols, GemmAmxDecodedFn amx,
+                      const QuantizedActivations* a, int n_tok, float* y, Decode decode) {
+  const uint8_t* xq = a->q.data();
+  const size_t xrow = a->row;
+  constexpr int64_t kGroups = 2;
+  return {(groups + kGroups - 1) / kGroups, row0, rows, kGroups * kPackRows, [=](int64_t u0, int64_t u1) {
+            thread_local std::vector<uint8_t> dec0, dec1;
+            dec0.resize(static_cast<size_t>(cols / 256) * kDecodedX8BlockBytes);
+            dec1.resize(dec0.size());
+            for (int64_t u = u0; u < u1; ++u) {
+              const int64_t g = u * kGroups;
+              int nr = decode(g, dec0.data());
+              const bool second = g + 1 < groups;
+              if (second) nr += decode(g + 1, dec1.data());
+              amx(cols, dec0.data(), second ? dec1.data() : nullptr, nr, xq, xrow, n_tok,
+                  y + row0 + g * kPackRows, static_cast<size_t>(rows));
+            }
+          }};
+}
+
 // Rows [r_begin, rows) in file layout, one dot product at a time or several where the format has
 // such a kernel.
 Work rows_work(const Matrix& w, int64_t r_begin, const Input& in, float* y) {
@@ -143,13 +167,15 @@ Work rows_work(const Matrix& w, int64_t r_begin, const Input& in, float* y) {
     const GemmX8Fn gemm8 = k.gemm_decoded8[ti];
     if (const DecodeRows8Fn decode8 = n_tok > 4 && gemm8 ? k.decode_rows8[ti] : nullptr) {
       const int64_t n = rows - r_begin;
-      return decoded_groups_work((n + kPackRows - 1) / kPackRows, r_begin, rows, cols, w.type, a, n_tok, y,
-                                 [=, &w](int64_t g, uint8_t* out) {
-                                   const int64_t r0 = r_begin + g * kPackRows;
-                                   const int nr = static_cast<int>(std::min<int64_t>(kPackRows, rows - r0));
-                                   decode8(cols, w.row(r0), w.row_stride, nr, out);
-                                   return nr;
-                                 });
+      auto decode = [=, &w](int64_t g, uint8_t* out) {
+        const int64_t r0 = r_begin + g * kPackRows;
+        const int nr = static_cast<int>(std::min<int64_t>(kPackRows, rows - r0));
+        decode8(cols, w.row(r0), w.row_stride, nr, out);
+        return nr;
+      };
+      if (const GemmAmxDecodedFn amx = k.gemm_amx_decoded[ti])
+        return amx_decoded_work((n + kPackRows - 1) / kPackRows, r_begin, rows, cols, amx, a, n_tok, y, decode);
+      return decoded_groups_work((n + kPackRows - 1) / kPackRows, r_begin, rows, cols, w.type, a, n_tok, y, decode);
     }
     // Decode: several weight rows per call where the format has such a kernel (same bits).
     if (const QDotRowsFn drows = n_tok == 1 ? k.dotq_rows[ti] : nullptr)
@@ -231,6 +257,13 @@ Work packed_work(const Matrix& w, const Input& in, float* y) {
                     srow, n_tok, y + g * kPackRows, static_cast<size_t>(rows));
               }
             }};
+  }
+  if (const GemmAmxDecodedFn amx = n_tok > kPackMaxTokens && k.decode_packed8[ti] ? k.gemm_amx_decoded[ti] : nullptr) {
+    const DecodePacked8Fn decode8 = k.decode_packed8[ti];
+    return amx_decoded_work(groups, 0, rows, cols, amx, a, n_tok, y, [=, &w](int64_t g, uint8_t* out) {
+      decode8(cols, w.packed + static_cast<size_t>(g) * w.packed_stride, out);
+      return kPackRows;
+    });
   }
   // Formats whose packed kernel is slower than the decoded one with several activation groups:
   // each group decoded once per matmul (the same bits as the packed kernel).

@@ -18,6 +18,8 @@
 
 #include <cpuid.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <vector>
 
 #include "quant/gemm_x8_simd.h"
@@ -154,6 +156,149 @@ void gemm_amx_blocks32(int n, const uint8_t* w, size_t gs, int ngroups, const ui
   _tile_release();
 }
 
+// ---- 256-column formats, from rows decoded 8 at a time (DecodedX8Block) ----
+// Their scales are integers per 16 values, so they go into the weights: w = sc * value (at most
+// 4096 in magnitude over every format), split as w = 128 * hi + lo with lo in [-64, 63] and hi in
+// [-32, 32], both bytes. Two tile products per 64 columns (lo and hi) then sum a whole block in
+// the tiles, and the block total lo + 128 * hi is exactly the integer sum of sub-scale times
+// sub-block dot product that every other kernel forms; only one C pair leaves per block.
+struct StagedK {
+  int8_t lo[4][16][64];  // [64-column step][B row: values 4q..4q+3 of the step][16 rows x 4 bytes]
+  int8_t hi[4][16][64];
+  float d[16], dmin[16];
+  int32_t mn[8][16];  // DecodedX8Block::mn of the 16 rows (the mins' 16-bit pairs)
+};
+
+// 16-bit lanes 4r..4r+3 = the sub-scale of row r (8 rows), from DecodedX8Block::sc[j].
+inline __m512i scale_words(const int32_t* sc8) {
+  const __m512i v = _mm512_cvtepu32_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc8)));
+  return _mm512_or_si512(v, _mm512_slli_epi64(v, 32));
+}
+// 32 values (4 of each of 8 rows) times their row's scale, split into the lo and hi bytes.
+inline void split_scaled(const int8_t* v, __m512i sc, __m256i& lo, __m256i& hi) {
+  const __m512i w = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v))), sc);
+  const __m512i l = _mm512_sub_epi16(_mm512_and_si512(_mm512_add_epi16(w, _mm512_set1_epi16(64)), _mm512_set1_epi16(127)),
+                                     _mm512_set1_epi16(64));
+  lo = _mm512_cvtepi16_epi8(l);
+  hi = _mm512_cvtepi16_epi8(_mm512_srai_epi16(_mm512_sub_epi16(w, l), 7));
+}
+inline void store_join(int8_t* p, __m256i a, __m256i b) {
+  _mm512_storeu_si512(p, _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1));
+}
+
+// Rows 0..7 from d0, 8..15 from d1 (absent: zero weights), block after block.
+void stage_decoded(int nb, const DecodedX8Block* d0, const DecodedX8Block* d1, StagedK* out) {
+  for (int ib = 0; ib < nb; ++ib) {
+    const DecodedX8Block& A = d0[ib];
+    StagedK& S = out[ib];
+    std::memcpy(S.d, A.d, sizeof A.d);
+    std::memcpy(S.dmin, A.dmin, sizeof A.dmin);
+    for (int q = 0; q < 8; ++q) std::memcpy(S.mn[q], A.mn[q], sizeof A.mn[q]);
+    if (d1) {
+      const DecodedX8Block& B = d1[ib];
+      std::memcpy(S.d + 8, B.d, sizeof B.d);
+      std::memcpy(S.dmin + 8, B.dmin, sizeof B.dmin);
+      for (int q = 0; q < 8; ++q) std::memcpy(S.mn[q] + 8, B.mn[q], sizeof B.mn[q]);
+    } else {
+      std::fill(S.d + 8, S.d + 16, 0.f);
+      std::fill(S.dmin + 8, S.dmin + 16, 0.f);
+      for (int q = 0; q < 8; ++q) std::fill(S.mn[q] + 8, S.mn[q] + 16, 0);
+    }
+    for (int j = 0; j < 16; ++j) {
+      const __m512i sa = scale_words(A.sc[j]);
+      const __m512i sb = d1 ? scale_words(d1[ib].sc[j]) : _mm512_setzero_si512();
+      STRATA_UNROLL for (int g = 0; g < 4; ++g) {
+        const int G = 4 * j + g;
+        __m256i la, ha, lb = _mm256_setzero_si256(), hb = _mm256_setzero_si256();
+        split_scaled(A.v[G], sa, la, ha);
+        if (d1) split_scaled(d1[ib].v[G], sb, lb, hb);
+        store_join(S.lo[G / 16][G % 16], la, lb);
+        store_join(S.hi[G / 16][G % 16], ha, hb);
+      }
+    }
+  }
+}
+
+// Tiles for the 256-column kernel: C lo and hi in 0 and 1, A in 2, B lo and hi in 3 and 4.
+void configure_tiles_k(int nt) {
+  TileConfig c;
+  c.rows[0] = c.rows[1] = static_cast<uint8_t>(nt), c.colsb[0] = c.colsb[1] = 64;
+  c.rows[2] = static_cast<uint8_t>(nt), c.colsb[2] = 64;
+  c.rows[3] = c.rows[4] = 16, c.colsb[3] = c.colsb[4] = 64;
+  _tile_loadconfig(&c);
+}
+
+// How each format takes its mins (gemm_decoded_bands' BandMins): none; per block in the chain
+// (Q4_K, Q5_K); summed apart and subtracted at the end (Q2_K).
+enum class KMins { kNone, kPerBlock, kSummedApart };
+
+template <KMins kMins, bool kFull>
+void token_tile_k(int nb, const StagedK* w, const uint8_t* xq, size_t xs, int nt, int nrows, float* y, size_t ys) {
+  alignas(64) int32_t lo[kTileTokens][16], hi[kTileTokens][16];
+  alignas(64) float mins[kTileTokens][16] = {};
+  __m512 acc[kTileTokens];
+  STRATA_UNROLL for (int t = 0; t < kTileTokens; ++t) acc[t] = _mm512_setzero_ps();
+  for (int ib = 0; ib < nb; ++ib) {
+    const StagedK& S = w[ib];
+    const uint8_t* x = xq + sizeof(BlockQ8_K) * ib;
+    _tile_zero(0);
+    _tile_zero(1);
+    STRATA_UNROLL for (int s = 0; s < 4; ++s) {
+      _tile_loadd(2, x + offsetof(BlockQ8_K, qs) + 64 * s, static_cast<long>(xs));
+      _tile_loadd(3, S.lo[s], 64);
+      _tile_loadd(4, S.hi[s], 64);
+      _tile_dpbssd(0, 2, 3);
+      _tile_dpbssd(1, 2, 4);
+    }
+    _tile_stored(0, lo, 64);
+    _tile_stored(1, hi, 64);
+    const __m512 dw = _mm512_loadu_ps(S.d);
+    STRATA_UNROLL for (int t = 0; t < kTileTokens; ++t) {
+      if (!kFull && t >= nt) continue;
+      const auto& X = *reinterpret_cast<const BlockQ8_K*>(x + xs * t);
+      const __m512i total = _mm512_add_epi32(_mm512_load_si512(lo[t]), _mm512_slli_epi32(_mm512_load_si512(hi[t]), 7));
+      const __m512 dy = _mm512_set1_ps(X.d);
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, dy), _mm512_cvtepi32_ps(total), acc[t]);
+      if constexpr (kMins != KMins::kNone) {
+        __m512i m32 = _mm512_setzero_si512();
+        for (int q = 0; q < 8; ++q) {
+          int32_t pair;
+          std::memcpy(&pair, X.bsums + 2 * q, 4);
+          m32 = _mm512_add_epi32(m32, _mm512_madd_epi16(_mm512_set1_epi32(pair), _mm512_loadu_si512(S.mn[q])));
+        }
+        const __m512 dm = _mm512_loadu_ps(S.dmin);
+        if constexpr (kMins == KMins::kSummedApart)
+          _mm512_store_ps(mins[t], _mm512_add_ps(_mm512_load_ps(mins[t]), _mm512_mul_ps(dy, _mm512_mul_ps(dm, _mm512_cvtepi32_ps(m32)))));
+        else
+          acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dm, dy), _mm512_cvtepi32_ps(m32), acc[t]);
+      }
+    }
+  }
+  const __mmask16 rows = static_cast<__mmask16>((1u << nrows) - 1);
+  for (int t = 0; t < nt; ++t) _mm512_mask_storeu_ps(y + ys * t, rows, _mm512_sub_ps(acc[t], _mm512_load_ps(mins[t])));
+}
+
+// GemmAmxDecodedFn: the decoded rows of one or two groups times every token.
+template <KMins kMins>
+void gemm_amx_decoded(int n, const uint8_t* dec0, const uint8_t* dec1, int nrows, const uint8_t* xq, size_t xs, int ntok,
+                      float* y, size_t ys) {
+  const int nb = n / 256;
+  thread_local std::vector<StagedK> staged;
+  staged.resize(nb);
+  stage_decoded(nb, reinterpret_cast<const DecodedX8Block*>(dec0), reinterpret_cast<const DecodedX8Block*>(dec1),
+                staged.data());
+  int configured = 0;
+  for (int t0 = 0; t0 < ntok; t0 += kTileTokens) {
+    const int nt = std::min(kTileTokens, ntok - t0);
+    if (nt != configured) configure_tiles_k(configured = nt);
+    if (nt == kTileTokens)
+      token_tile_k<kMins, true>(nb, staged.data(), xq + xs * t0, xs, nt, nrows, y + ys * t0, ys);
+    else
+      token_tile_k<kMins, false>(nb, staged.data(), xq + xs * t0, xs, nt, nrows, y + ys * t0, ys);
+  }
+  _tile_release();
+}
+
 }  // namespace
 
 bool amx_usable() {
@@ -178,6 +323,13 @@ void fill_amx_kernels(KernelTable& t) {
   t.gemm_amx[static_cast<int>(GgmlType::Q4_0)] = gemm_amx_blocks32<Q4_0x8>;
   t.gemm_amx[static_cast<int>(GgmlType::Q5_0)] = gemm_amx_blocks32<Q5_0x8>;
   t.gemm_amx[static_cast<int>(GgmlType::IQ4_NL)] = gemm_amx_blocks32<IQ4_NLx8>;
+  // Every format that prefills from decoded rows (packed or file layout), and Q4_K.
+  for (int i = 0; i < kMaxTypes; ++i)
+    if (t.gemm_decoded_bands[i]) t.gemm_amx_decoded[i] = gemm_amx_decoded<KMins::kNone>;
+  t.gemm_amx_decoded[static_cast<int>(GgmlType::Q2_K)] = gemm_amx_decoded<KMins::kSummedApart>;
+  t.gemm_amx_decoded[static_cast<int>(GgmlType::Q5_K)] = gemm_amx_decoded<KMins::kPerBlock>;
+  t.gemm_amx_decoded[static_cast<int>(GgmlType::Q4_K)] = gemm_amx_decoded<KMins::kPerBlock>;
+  t.decode_packed8[static_cast<int>(GgmlType::Q4_K)] = decode_packed8_q45_k<BlockQ4_Kx8>;
 }
 
 }  // namespace strata

@@ -166,6 +166,12 @@ using GemmAmxFn = void (*)(int n, const uint8_t* w, size_t group_stride, int ngr
                            size_t xq_stride, const Q8BlockInfo* xinfo, size_t xinfo_stride, int ntok, float* y,
                            size_t y_stride);
 
+// The same for the formats that prefill from decoded rows (KernelTable::gemm_amx_decoded): rows
+// 0..7 decoded in dec0 and 8..15 in dec1 (null: none), nrows of them kept, times ntok Q8_K rows:
+// y[t * y_stride + r], the bits of gemm_decoded_bands (and of the packed kernel for Q4_K).
+using GemmAmxDecodedFn = void (*)(int n, const uint8_t* dec0, const uint8_t* dec1, int nrows, const uint8_t* xq,
+                                  size_t xq_stride, int ntok, float* y, size_t y_stride);
+
 // F16 and BF16 prefill on many tokens, one chunk of columns at a time: columns [k0, k0 + kc)
 // (kc <= kHalfWideChunk) of ngroups consecutive packed groups (group_stride bytes apart; 1 to the
 // table's half_wide_groups for the format) times ntok f32 activation rows (x_stride floats apart,

@@ -72,6 +72,7 @@ struct KernelTable {
   GemmHalfWideFn gemm_half_wide[kMaxTypes] = {};  // optional: F16/BF16 prefill on many tokens...
   int half_wide_groups[kMaxTypes] = {};           // ...this many groups per call at most
   GemmAmxFn gemm_amx[kMaxTypes] = {};  // optional: packed prefill on AMX tiles, 16 rows per call
+  GemmAmxDecodedFn gemm_amx_decoded[kMaxTypes] = {};  // optional: prefill of decoded rows on AMX tiles
   QuantizeFn quantize_act[kMaxTypes] = {};  // activation quantizers, by activation format (and F16
                                             // for the KV cache); the reference's bytes
   GatedActFn silu_mul = nullptr;            // vector versions; ops' scalar reference when null
