@@ -232,6 +232,18 @@ void configure_tiles_k(int nt) {
 // (Q4_K, Q5_K); summed apart and subtracted at the end (Q2_K).
 enum class KMins { kNone, kPerBlock, kSummedApart };
 
+// The 16 rows' sums of mins times the token's 16-value code sums (the K-quants' min term), as
+// gemm_decoded_bands forms them: exact integers.
+inline __m512i min_sums(const StagedK& S, const BlockQ8_K& X) {
+  __m512i m32 = _mm512_setzero_si512();
+  STRATA_UNROLL for (int q = 0; q < 8; ++q) {
+    int32_t pair;
+    std::memcpy(&pair, X.bsums + 2 * q, 4);
+    m32 = _mm512_dpwssd_epi32(m32, _mm512_set1_epi32(pair), _mm512_loadu_si512(S.mn[q]));
+  }
+  return m32;
+}
+
 template <KMins kMins, bool kFull>
 void token_tile_k(int nb, const StagedK* w, const uint8_t* xq, size_t xs, int nt, int nrows, float* y, size_t ys) {
   alignas(64) int32_t lo[kTileTokens][16], hi[kTileTokens][16];
@@ -260,22 +272,76 @@ void token_tile_k(int nb, const StagedK* w, const uint8_t* xq, size_t xs, int nt
       const __m512 dy = _mm512_set1_ps(X.d);
       acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, dy), _mm512_cvtepi32_ps(total), acc[t]);
       if constexpr (kMins != KMins::kNone) {
-        __m512i m32 = _mm512_setzero_si512();
-        for (int q = 0; q < 8; ++q) {
-          int32_t pair;
-          std::memcpy(&pair, X.bsums + 2 * q, 4);
-          m32 = _mm512_add_epi32(m32, _mm512_madd_epi16(_mm512_set1_epi32(pair), _mm512_loadu_si512(S.mn[q])));
-        }
+        const __m512 m = _mm512_cvtepi32_ps(min_sums(S, X));
         const __m512 dm = _mm512_loadu_ps(S.dmin);
         if constexpr (kMins == KMins::kSummedApart)
-          _mm512_store_ps(mins[t], _mm512_add_ps(_mm512_load_ps(mins[t]), _mm512_mul_ps(dy, _mm512_mul_ps(dm, _mm512_cvtepi32_ps(m32)))));
+          _mm512_store_ps(mins[t], _mm512_add_ps(_mm512_load_ps(mins[t]), _mm512_mul_ps(dy, _mm512_mul_ps(dm, m))));
         else
-          acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dm, dy), _mm512_cvtepi32_ps(m32), acc[t]);
+          acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dm, dy), m, acc[t]);
       }
     }
   }
   const __mmask16 rows = static_cast<__mmask16>((1u << nrows) - 1);
   for (int t = 0; t < nt; ++t) _mm512_mask_storeu_ps(y + ys * t, rows, _mm512_sub_ps(acc[t], _mm512_load_ps(mins[t])));
+}
+
+// Two full tiles of tokens (32) at once, sharing each B load: C lo and hi of the first 16 tokens
+// in tiles 0 and 1, of the second in 2 and 3, A in 4 and 5, B lo and hi in 6 and 7, all 16 x 64
+// bytes. The accumulators (32 tokens x 16 rows) stay in memory; each takes one step per block.
+void configure_tiles_k2() {
+  TileConfig c;
+  for (int i = 0; i < 8; ++i) c.rows[i] = 16, c.colsb[i] = 64;
+  _tile_loadconfig(&c);
+}
+
+template <KMins kMins>
+void token_pair_k(int nb, const StagedK* w, const uint8_t* xq, size_t xs, int nrows, float* y, size_t ys) {
+  constexpr int kT = 2 * kTileTokens;
+  alignas(64) int32_t sums[4][kTileTokens][16];  // lo, hi of the first tile; lo, hi of the second
+  alignas(64) float acc[kT][16] = {}, mins[kT][16] = {};
+  const uint8_t* x1 = xq + xs * kTileTokens;
+  for (int ib = 0; ib < nb; ++ib) {
+    const StagedK& S = w[ib];
+    const size_t at = sizeof(BlockQ8_K) * ib + offsetof(BlockQ8_K, qs);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    STRATA_UNROLL for (int s = 0; s < 4; ++s) {
+      _tile_loadd(4, xq + at + 64 * s, static_cast<long>(xs));
+      _tile_loadd(5, x1 + at + 64 * s, static_cast<long>(xs));
+      _tile_loadd(6, S.lo[s], 64);
+      _tile_loadd(7, S.hi[s], 64);
+      _tile_dpbssd(0, 4, 6);
+      _tile_dpbssd(1, 4, 7);
+      _tile_dpbssd(2, 5, 6);
+      _tile_dpbssd(3, 5, 7);
+    }
+    _tile_stored(0, sums[0], 64);
+    _tile_stored(1, sums[1], 64);
+    _tile_stored(2, sums[2], 64);
+    _tile_stored(3, sums[3], 64);
+    const __m512 dw = _mm512_loadu_ps(S.d);
+    for (int t = 0; t < kT; ++t) {
+      const auto& X = *reinterpret_cast<const BlockQ8_K*>(xq + xs * t + sizeof(BlockQ8_K) * ib);
+      const int h = t / kTileTokens, r = t % kTileTokens;
+      const __m512i total = _mm512_add_epi32(_mm512_load_si512(sums[2 * h][r]), _mm512_slli_epi32(_mm512_load_si512(sums[2 * h + 1][r]), 7));
+      const __m512 dy = _mm512_set1_ps(X.d);
+      __m512 a = _mm512_fmadd_ps(_mm512_mul_ps(dw, dy), _mm512_cvtepi32_ps(total), _mm512_load_ps(acc[t]));
+      if constexpr (kMins != KMins::kNone) {
+        const __m512 m = _mm512_cvtepi32_ps(min_sums(S, X));
+        const __m512 dm = _mm512_loadu_ps(S.dmin);
+        if constexpr (kMins == KMins::kSummedApart)
+          _mm512_store_ps(mins[t], _mm512_add_ps(_mm512_load_ps(mins[t]), _mm512_mul_ps(dy, _mm512_mul_ps(dm, m))));
+        else
+          a = _mm512_fnmadd_ps(_mm512_mul_ps(dm, dy), m, a);
+      }
+      _mm512_store_ps(acc[t], a);
+    }
+  }
+  const __mmask16 rows = static_cast<__mmask16>((1u << nrows) - 1);
+  for (int t = 0; t < kT; ++t)
+    _mm512_mask_storeu_ps(y + ys * t, rows, _mm512_sub_ps(_mm512_load_ps(acc[t]), _mm512_load_ps(mins[t])));
 }
 
 // GemmAmxDecodedFn: the decoded rows of one or two groups times every token.
@@ -287,8 +353,14 @@ void gemm_amx_decoded(int n, const uint8_t* dec0, const uint8_t* dec1, int nrows
   staged.resize(nb);
   stage_decoded(nb, reinterpret_cast<const DecodedX8Block*>(dec0), reinterpret_cast<const DecodedX8Block*>(dec1),
                 staged.data());
+  int t0 = 0;
+  if (ntok >= 2 * kTileTokens) {
+    configure_tiles_k2();
+    for (; t0 + 2 * kTileTokens <= ntok; t0 += 2 * kTileTokens)
+      token_pair_k<kMins>(nb, staged.data(), xq + xs * t0, xs, nrows, y + ys * t0, ys);
+  }
   int configured = 0;
-  for (int t0 = 0; t0 < ntok; t0 += kTileTokens) {
+  for (; t0 < ntok; t0 += kTileTokens) {
     const int nt = std::min(kTileTokens, ntok - t0);
     if (nt != configured) configure_tiles_k(configured = nt);
     if (nt == kTileTokens)
