@@ -568,7 +568,7 @@ TEST(AmxTiles, PackedGroupsGiveThePackedKernelsBits) {
         }
     }
   }
-  EXPECT_GE(checked, 4);  // Q8_0, Q4_0, Q5_0, IQ4_NL
+  EXPECT_GE(checked, 6);  // Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL
 }
 
 // AMX tiles on decoded rows (file layout): two groups of rows, the second full, partial or

@@ -1,15 +1,19 @@
 // Prefill on AMX-INT8 tiles (Sapphire Rapids and later): one tdpbssd multiplies 16 activation
-// rows by 16 weight rows over 32 columns (8192 byte products) where vpdpbusd does 64, so the
-// integer work of a prompt nearly vanishes and what is left is each block's float step.
+// rows by 16 weight rows over up to 64 columns, exactly in int32, where vpdpbusd takes 64 byte
+// products. Two kernels, both bit-identical to the packed and decoded kernels they replace:
 //
-// Roles: tile A holds the activations as they are quantized (16 tokens x the 32 codes of one
-// block, straight from the Q8_0 rows, a row stride apart); tile B the weights of two packed
-// groups (16 rows), staged once per call into the layout tdpbssd wants: B row g = codes
-// 4g..4g+3 of each of the 16 rows, which is the packed layout's 4-codes-per-row word with the two
-// groups side by side. C row t then holds token t's exact integer block sum for each of the 16
-// rows, and the float step is the packed kernels' own, one fma per block in block order, so the
-// outputs are bit-identical to them (and to the scalar reference).
+// - 32-value formats with one float factor per block (Q8_0, Q4_0, Q5_0, IQ4_NL): tile A holds the
+//   activations as they are quantized (16 tokens x the 32 codes of one block, straight from the
+//   Q8_0 rows, a row stride apart); tile B the weights of two packed groups (16 rows), staged
+//   once per call as B row g = codes 4g..4g+3 of each of the 16 rows (the packed layout's word of
+//   4 codes per row, two groups side by side). C row t holds token t's exact block sum for each
+//   row, and the float step is the packed kernels' own, one fma per block in block order.
+// - 256-value formats decoded 8 rows at a time (DecodedX8Block): the sub-scales go into the
+//   weights and the products into two byte tiles (StagedK below), so a whole block sums inside
+//   the tiles and one C pair leaves per block.
 //
+// C can only leave a tile through memory, and on the hosts measured the tile work itself (loads,
+// tdpbssd, stores) is what bounds both kernels, not the float steps around it (README).
 // Tiles are configured per call and released at its end; the OS grants the tile state to the
 // process once (amx_usable).
 #include <immintrin.h>
@@ -27,8 +31,7 @@
 namespace strata {
 namespace {
 
-// Tile registers: C (block sums of nt tokens x 16 rows) in 0 and 1, A in 2 and 3, B in 4 and 5;
-// even blocks use the first of each pair, odd blocks the second, so consecutive blocks overlap.
+// ldtilecfg's operand (palette 1): each tile's rows and bytes per row.
 struct alignas(64) TileConfig {
   uint8_t palette = 1, start_row = 0;
   uint8_t reserved[14] = {};
@@ -37,6 +40,9 @@ struct alignas(64) TileConfig {
 };
 static_assert(sizeof(TileConfig) == 64);
 
+// Tile registers of the 32-value kernel: C (block sums of nt tokens x 16 rows) in 0 and 1, A in 2
+// and 3, B in 4 and 5; even blocks use the first of each pair, odd blocks the second, so a block
+// does not wait for the previous one's C to be stored.
 void configure_tiles(int nt) {
   TileConfig c;
   for (int i = 0; i < 2; ++i) {
@@ -59,10 +65,15 @@ inline __m256i signed_group(const typename F::Block& b, int g) {
   else return c;
 }
 
-// Two packed groups (the second absent when ngroups is 1: zero weights) as B tiles, block after
-// block, and the 16 rows' block factors as floats.
+// Q4_1 and Q5_1: each row's block offset m, whose term m * (the activation block's code sum) is a
+// second multiply-add per block.
 template <typename F>
-void stage_blocks32(int nb, const uint8_t* w, size_t gs, int ngroups, int8_t* wt, float* dw) {
+constexpr bool kHasMin = requires(const typename F::Block& b) { b.m; };
+
+// Two packed groups (the second absent when ngroups is 1: zero weights) as B tiles, block after
+// block, and the 16 rows' block factors (and offsets) as floats.
+template <typename F>
+void stage_blocks32(int nb, const uint8_t* w, size_t gs, int ngroups, int8_t* wt, float* dw, float* mw) {
   using Block = typename F::Block;
   const auto* b0 = reinterpret_cast<const Block*>(w);
   const auto* b1 = reinterpret_cast<const Block*>(w + gs);
@@ -71,6 +82,10 @@ void stage_blocks32(int nb, const uint8_t* w, size_t gs, int ngroups, int8_t* wt
     const __m256 d1 = ngroups > 1 ? load_d8(b1[ib].d) : _mm256_setzero_ps();
     _mm256_storeu_ps(dw + 16 * ib, d0);
     _mm256_storeu_ps(dw + 16 * ib + 8, d1);
+    if constexpr (kHasMin<F>) {
+      _mm256_storeu_ps(mw + 16 * ib, load_d8(b0[ib].m));
+      _mm256_storeu_ps(mw + 16 * ib + 8, ngroups > 1 ? load_d8(b1[ib].m) : _mm256_setzero_ps());
+    }
     STRATA_UNROLL for (int g = 0; g < 8; ++g) {
       const __m256i lo = signed_group<F>(b0[ib], g);
       const __m256i hi = ngroups > 1 ? signed_group<F>(b1[ib], g) : _mm256_setzero_si256();
@@ -98,50 +113,63 @@ inline void block_sums(const uint8_t* a, size_t xs, const int8_t* b, int32_t (*o
   }
 }
 
-// acc[t] += (row factors * token t's factor) * sum[t] for the nt tokens.
-template <bool kFull>
-inline void float_step(__m512* acc, const int32_t (*sum)[16], __m512 dw, const Q8BlockInfo* xi, size_t xis, int nt) {
+// acc[t] += (row factors * token t's factor) * sum[t] for the nt tokens (then, with offsets,
+// += (row offsets * token t's factor) * token t's code sum).
+template <bool kFull, bool kMin>
+inline void float_step(__m512* acc, const int32_t (*sum)[16], __m512 dw, __m512 mw, const Q8BlockInfo* xi, size_t xis,
+                       int nt) {
   STRATA_UNROLL for (int t = 0; t < kTileTokens; ++t) {
     if (kFull || t < nt) {
+      const Q8BlockInfo& x = xi[xis * t];
       const __m512 s = _mm512_cvtepi32_ps(_mm512_load_si512(sum[t]));
-      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(xi[xis * t].d)), s, acc[t]);
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(x.d)), s, acc[t]);
+      if constexpr (kMin)
+        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(mw, _mm512_set1_ps(x.d)), _mm512_set1_ps(static_cast<float>(x.sum)), acc[t]);
     }
   }
 }
 
 // nt (up to 16) tokens from activation row xq (Q8_0, xs bytes apart) through the staged rows.
-template <bool kFull>
-void token_tile32(int nb, const int8_t* wt, const float* dw, const uint8_t* xq, size_t xs, const Q8BlockInfo* xi,
-                  size_t xis, int nt, int nrows, float* y, size_t ys) {
+template <bool kFull, bool kMin>
+void token_tile32(int nb, const int8_t* wt, const float* dw, const float* mw, const uint8_t* xq, size_t xs,
+                  const Q8BlockInfo* xi, size_t xis, int nt, int nrows, float* y, size_t ys) {
   alignas(64) int32_t sums[2][kTileTokens][16];
   __m512 acc[kTileTokens];
   STRATA_UNROLL for (int t = 0; t < kTileTokens; ++t) acc[t] = _mm512_setzero_ps();
   const uint8_t* a = xq + offsetof(BlockQ8_0, qs);
+  auto step = [&](int ib, const int32_t(*sum)[16]) {
+    const __m512 m = kMin ? _mm512_loadu_ps(mw + 16 * ib) : _mm512_setzero_ps();
+    float_step<kFull, kMin>(acc, sum, _mm512_loadu_ps(dw + 16 * ib), m, xi + ib, xis, nt);
+  };
   int ib = 0;
   for (; ib + 1 < nb; ib += 2) {
     block_sums<0>(a + sizeof(BlockQ8_0) * ib, xs, wt + kStagedBlock32 * ib, sums[0]);
     block_sums<1>(a + sizeof(BlockQ8_0) * (ib + 1), xs, wt + kStagedBlock32 * (ib + 1), sums[1]);
-    float_step<kFull>(acc, sums[0], _mm512_loadu_ps(dw + 16 * ib), xi + ib, xis, nt);
-    float_step<kFull>(acc, sums[1], _mm512_loadu_ps(dw + 16 * (ib + 1)), xi + ib + 1, xis, nt);
+    step(ib, sums[0]);
+    step(ib + 1, sums[1]);
   }
   if (ib < nb) {
     block_sums<0>(a + sizeof(BlockQ8_0) * ib, xs, wt + kStagedBlock32 * ib, sums[0]);
-    float_step<kFull>(acc, sums[0], _mm512_loadu_ps(dw + 16 * ib), xi + ib, xis, nt);
+    step(ib, sums[0]);
   }
   const __mmask16 rows = static_cast<__mmask16>((1u << nrows) - 1);
   for (int t = 0; t < nt; ++t) _mm512_mask_storeu_ps(y + ys * t, rows, acc[t]);
 }
 
-// GemmAmxFn for the 32-value formats with one factor per block on Q8_0 activations.
+// GemmAmxFn for the 32-value formats with one factor (and Q4_1, Q5_1: one offset) per block on
+// Q8_0 activations.
 template <typename F>
 void gemm_amx_blocks32(int n, const uint8_t* w, size_t gs, int ngroups, const uint8_t* xq, size_t xs,
                        const Q8BlockInfo* xi, size_t xis, int ntok, float* y, size_t ys) {
+  constexpr bool kMin = kHasMin<F>;
   const int nb = n / 32;
   thread_local std::vector<int8_t> staged;
   thread_local std::vector<float> factors;
   staged.resize(kStagedBlock32 * nb);
-  factors.resize(16 * static_cast<size_t>(nb));
-  stage_blocks32<F>(nb, w, gs, ngroups, staged.data(), factors.data());
+  factors.resize((kMin ? 32 : 16) * static_cast<size_t>(nb));
+  float* dw = factors.data();
+  float* mw = dw + 16 * static_cast<size_t>(nb);
+  stage_blocks32<F>(nb, w, gs, ngroups, staged.data(), dw, mw);
   const int nrows = kPackRows * ngroups;
   int configured = 0;
   for (int t0 = 0; t0 < ntok; t0 += kTileTokens) {
@@ -149,9 +177,9 @@ void gemm_amx_blocks32(int n, const uint8_t* w, size_t gs, int ngroups, const ui
     if (nt != configured) configure_tiles(configured = nt);
     const uint8_t* x = xq + xs * t0;
     if (nt == kTileTokens)
-      token_tile32<true>(nb, staged.data(), factors.data(), x, xs, xi + xis * t0, xis, nt, nrows, y + ys * t0, ys);
+      token_tile32<true, kMin>(nb, staged.data(), dw, mw, x, xs, xi + xis * t0, xis, nt, nrows, y + ys * t0, ys);
     else
-      token_tile32<false>(nb, staged.data(), factors.data(), x, xs, xi + xis * t0, xis, nt, nrows, y + ys * t0, ys);
+      token_tile32<false, kMin>(nb, staged.data(), dw, mw, x, xs, xi + xis * t0, xis, nt, nrows, y + ys * t0, ys);
   }
   _tile_release();
 }
@@ -395,6 +423,8 @@ void fill_amx_kernels(KernelTable& t) {
   t.gemm_amx[static_cast<int>(GgmlType::Q4_0)] = gemm_amx_blocks32<Q4_0x8>;
   t.gemm_amx[static_cast<int>(GgmlType::Q5_0)] = gemm_amx_blocks32<Q5_0x8>;
   t.gemm_amx[static_cast<int>(GgmlType::IQ4_NL)] = gemm_amx_blocks32<IQ4_NLx8>;
+  t.gemm_amx[static_cast<int>(GgmlType::Q4_1)] = gemm_amx_blocks32<Q4_1x8>;
+  t.gemm_amx[static_cast<int>(GgmlType::Q5_1)] = gemm_amx_blocks32<Q5_1x8>;
   // Every format that prefills from decoded rows (packed or file layout), and Q4_K.
   for (int i = 0; i < kMaxTypes; ++i)
     if (t.gemm_decoded_bands[i]) t.gemm_amx_decoded[i] = gemm_amx_decoded<KMins::kNone>;
