@@ -650,6 +650,26 @@ TEST(AmxTiles, DecodedPackedGroupsGiveThePackedKernelsBits) {
   EXPECT_GE(checked, 13);  // Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, TQ2_0 and the seven lattice i-quants
 }
 
+// Through matmul with enough tokens for the tiles (where the CPU has them): 5 packed groups (the
+// last unit a single group) plus 5 rows in file layout; every token's outputs have the bits of
+// that token alone.
+TEST(AmxTiles, MatmulBatchesMatchSingleTokens) {
+  const int rows = 45, cols = 512, ntok = 50;
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_1, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::IQ3_S}) {
+    PackedCase c(t, rows, cols, ntok, 77);
+    ops::Matrix m{t, rows, cols, c.file.data(), c.row_stride};
+    m.packed = c.packed.data();
+    m.packed_stride = c.group_bytes;
+    ThreadPool p2(2);
+    std::vector<float> batch(rows * ntok), one(rows);
+    ops::matmul(m, c.x.data(), ntok, batch.data(), p2);
+    for (int i = 0; i < ntok; ++i) {
+      ops::matmul(m, c.x.data() + i * cols, 1, one.data(), p2);
+      EXPECT_EQ(0, std::memcmp(one.data(), batch.data() + i * rows, rows * 4)) << type_name(t) << " token " << i;
+    }
+  }
+}
+
 // F16 and BF16 prefill one chunk of columns at a time (the order matmul calls it in): after the
 // last chunk every output has gemm_x8's bits for its group and token, and nothing outside the
 // groups' rows is written.

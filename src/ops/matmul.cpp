@@ -65,10 +65,12 @@ void quantize_activations(GgmlType at, const float* x, int n_tok, int cols, bool
 }
 
 // Whether a product of this format with n_tok activation rows takes them in token bands (where
-// the format has decoded rows on AMX tiles, those take the rows as they are instead).
+// the format's decoded rows go onto AMX tiles, those take the rows as they are instead).
 bool takes_token_bands(GgmlType t, int n_tok) {
   const KernelTable& k = kernels();
-  return n_tok > kPackMaxTokens && k.gemm_decoded_bands[static_cast<int>(t)] && !k.gemm_amx_decoded[static_cast<int>(t)];
+  const int ti = static_cast<int>(t);
+  const bool amx = k.gemm_amx_decoded[ti] && n_tok >= k.amx_min_tokens[ti];
+  return n_tok > kPackMaxTokens && k.gemm_decoded_bands[ti] && !amx;
 }
 
 // Whether rows in file layout have an integer kernel for these activations (else they are
@@ -173,7 +175,7 @@ Work rows_work(const Matrix& w, int64_t r_begin, const Input& in, float* y) {
         decode8(cols, w.row(r0), w.row_stride, nr, out);
         return nr;
       };
-      if (const GemmAmxDecodedFn amx = k.gemm_amx_decoded[ti])
+      if (const GemmAmxDecodedFn amx = n_tok >= k.amx_min_tokens[ti] ? k.gemm_amx_decoded[ti] : nullptr)
         return amx_decoded_work((n + kPackRows - 1) / kPackRows, r_begin, rows, cols, amx, a, n_tok, y, decode);
       return decoded_groups_work((n + kPackRows - 1) / kPackRows, r_begin, rows, cols, w.type, a, n_tok, y, decode);
     }
@@ -245,8 +247,9 @@ Work packed_work(const Matrix& w, const Input& in, float* y) {
                 }
             }};
   }
-  // AMX tiles on more than 4 tokens: 16 rows (two groups) per unit, every token through them.
-  if (const GemmAmxFn amx = n_tok > kPackMaxTokens ? k.gemm_amx[ti] : nullptr) {
+  // AMX tiles from the format's fewest tokens on: 16 rows (two groups) per unit, every token through them.
+  const bool amx_tokens = n_tok > kPackMaxTokens && n_tok >= k.amx_min_tokens[ti];
+  if (const GemmAmxFn amx = amx_tokens ? k.gemm_amx[ti] : nullptr) {
     constexpr int64_t kGroups = 2;
     return {(groups + kGroups - 1) / kGroups, 0, groups * kPackRows, kGroups * kPackRows,
             [=, &w](int64_t s0, int64_t s1) {
@@ -258,7 +261,7 @@ Work packed_work(const Matrix& w, const Input& in, float* y) {
               }
             }};
   }
-  if (const GemmAmxDecodedFn amx = n_tok > kPackMaxTokens && k.decode_packed8[ti] ? k.gemm_amx_decoded[ti] : nullptr) {
+  if (const GemmAmxDecodedFn amx = amx_tokens && k.decode_packed8[ti] ? k.gemm_amx_decoded[ti] : nullptr) {
     const DecodePacked8Fn decode8 = k.decode_packed8[ti];
     return amx_decoded_work(groups, 0, rows, cols, amx, a, n_tok, y, [=, &w](int64_t g, uint8_t* out) {
       decode8(cols, w.packed + static_cast<size_t>(g) * w.packed_stride, out);

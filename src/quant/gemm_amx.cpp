@@ -419,18 +419,30 @@ bool amx_usable() {
 }
 
 void fill_amx_kernels(KernelTable& t) {
-  t.gemm_amx[static_cast<int>(GgmlType::Q8_0)] = gemm_amx_blocks32<Q8_0x8>;
-  t.gemm_amx[static_cast<int>(GgmlType::Q4_0)] = gemm_amx_blocks32<Q4_0x8>;
-  t.gemm_amx[static_cast<int>(GgmlType::Q5_0)] = gemm_amx_blocks32<Q5_0x8>;
-  t.gemm_amx[static_cast<int>(GgmlType::IQ4_NL)] = gemm_amx_blocks32<IQ4_NLx8>;
-  t.gemm_amx[static_cast<int>(GgmlType::Q4_1)] = gemm_amx_blocks32<Q4_1x8>;
-  t.gemm_amx[static_cast<int>(GgmlType::Q5_1)] = gemm_amx_blocks32<Q5_1x8>;
+  // From how many tokens on the tiles are faster than the kernel they replace: each call stages
+  // its 16 rows once, which few tokens do not repay. `strata bench -p N -n 0 -t 2 -r 5`, two
+  // rounds, tok/s without -> with the tiles: q2-Q8_0 at 8 tokens 214.8, 201.3 -> 208.4, 180.4, at
+  // 12 tokens 227.7, 225.0 -> 234.1, 249.6; q3-Q4_K_M (its packed Q4_K kernel decodes nothing;
+  // the tiles need Q4_K decoded) at 32 tokens 269.2, 267.1 -> 279.8, 197.3, at 48 tokens 259.9,
+  // 210.9 -> 296.6, 260.9. The formats that decode for the token bands anyway take the tiles as
+  // soon as they would take the bands.
+  auto set = [&](GgmlType ty, GemmAmxFn f) {
+    t.gemm_amx[static_cast<int>(ty)] = f;
+    t.amx_min_tokens[static_cast<int>(ty)] = 12;
+  };
+  set(GgmlType::Q8_0, gemm_amx_blocks32<Q8_0x8>);
+  set(GgmlType::Q4_0, gemm_amx_blocks32<Q4_0x8>);
+  set(GgmlType::Q5_0, gemm_amx_blocks32<Q5_0x8>);
+  set(GgmlType::IQ4_NL, gemm_amx_blocks32<IQ4_NLx8>);
+  set(GgmlType::Q4_1, gemm_amx_blocks32<Q4_1x8>);
+  set(GgmlType::Q5_1, gemm_amx_blocks32<Q5_1x8>);
   // Every format that prefills from decoded rows (packed or file layout), and Q4_K.
   for (int i = 0; i < kMaxTypes; ++i)
     if (t.gemm_decoded_bands[i]) t.gemm_amx_decoded[i] = gemm_amx_decoded<KMins::kNone>;
   t.gemm_amx_decoded[static_cast<int>(GgmlType::Q2_K)] = gemm_amx_decoded<KMins::kSummedApart>;
   t.gemm_amx_decoded[static_cast<int>(GgmlType::Q5_K)] = gemm_amx_decoded<KMins::kPerBlock>;
   t.gemm_amx_decoded[static_cast<int>(GgmlType::Q4_K)] = gemm_amx_decoded<KMins::kPerBlock>;
+  t.amx_min_tokens[static_cast<int>(GgmlType::Q4_K)] = 48;
   t.decode_packed8[static_cast<int>(GgmlType::Q4_K)] = decode_packed8_q45_k<BlockQ4_Kx8>;
 }
 

@@ -73,6 +73,7 @@ struct KernelTable {
   int half_wide_groups[kMaxTypes] = {};           // ...this many groups per call at most
   GemmAmxFn gemm_amx[kMaxTypes] = {};  // optional: packed prefill on AMX tiles, 16 rows per call
   GemmAmxDecodedFn gemm_amx_decoded[kMaxTypes] = {};  // optional: prefill of decoded rows on AMX tiles
+  int amx_min_tokens[kMaxTypes] = {};  // ...from this many tokens on (and more than kPackMaxTokens)
   QuantizeFn quantize_act[kMaxTypes] = {};  // activation quantizers, by activation format (and F16
                                             // for the KV cache); the reference's bytes
   GatedActFn silu_mul = nullptr;            // vector versions; ops' scalar reference when null
