@@ -272,6 +272,25 @@ inline __m512i min_sums(const StagedK& S, const BlockQ8_K& X) {
   return m32;
 }
 
+// One token's step for one block: acc + (row factors * token factor) * (lo + 128 * hi), then the
+// min term as the format takes it (kSummedApart: into `mins`, subtracted at the end).
+template <KMins kMins>
+inline __m512 block_step_k(__m512 acc, const int32_t* lo, const int32_t* hi, __m512 dw, const StagedK& S,
+                           const BlockQ8_K& X, float* mins) {
+  const __m512i total = _mm512_add_epi32(_mm512_load_si512(lo), _mm512_slli_epi32(_mm512_load_si512(hi), 7));
+  const __m512 dy = _mm512_set1_ps(X.d);
+  acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, dy), _mm512_cvtepi32_ps(total), acc);
+  if constexpr (kMins != KMins::kNone) {
+    const __m512 m = _mm512_cvtepi32_ps(min_sums(S, X));
+    const __m512 dm = _mm512_loadu_ps(S.dmin);
+    if constexpr (kMins == KMins::kSummedApart)
+      _mm512_store_ps(mins, _mm512_add_ps(_mm512_load_ps(mins), _mm512_mul_ps(dy, _mm512_mul_ps(dm, m))));
+    else
+      acc = _mm512_fnmadd_ps(_mm512_mul_ps(dm, dy), m, acc);
+  }
+  return acc;
+}
+
 template <KMins kMins, bool kFull>
 void token_tile_k(int nb, const StagedK* w, const uint8_t* xq, size_t xs, int nt, int nrows, float* y, size_t ys) {
   alignas(64) int32_t lo[kTileTokens][16], hi[kTileTokens][16];
@@ -295,18 +314,7 @@ void token_tile_k(int nb, const StagedK* w, const uint8_t* xq, size_t xs, int nt
     const __m512 dw = _mm512_loadu_ps(S.d);
     STRATA_UNROLL for (int t = 0; t < kTileTokens; ++t) {
       if (!kFull && t >= nt) continue;
-      const auto& X = *reinterpret_cast<const BlockQ8_K*>(x + xs * t);
-      const __m512i total = _mm512_add_epi32(_mm512_load_si512(lo[t]), _mm512_slli_epi32(_mm512_load_si512(hi[t]), 7));
-      const __m512 dy = _mm512_set1_ps(X.d);
-      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, dy), _mm512_cvtepi32_ps(total), acc[t]);
-      if constexpr (kMins != KMins::kNone) {
-        const __m512 m = _mm512_cvtepi32_ps(min_sums(S, X));
-        const __m512 dm = _mm512_loadu_ps(S.dmin);
-        if constexpr (kMins == KMins::kSummedApart)
-          _mm512_store_ps(mins[t], _mm512_add_ps(_mm512_load_ps(mins[t]), _mm512_mul_ps(dy, _mm512_mul_ps(dm, m))));
-        else
-          acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dm, dy), m, acc[t]);
-      }
+      acc[t] = block_step_k<kMins>(acc[t], lo[t], hi[t], dw, S, *reinterpret_cast<const BlockQ8_K*>(x + xs * t), mins[t]);
     }
   }
   const __mmask16 rows = static_cast<__mmask16>((1u << nrows) - 1);
@@ -353,18 +361,7 @@ void token_pair_k(int nb, const StagedK* w, const uint8_t* xq, size_t xs, int nr
     for (int t = 0; t < kT; ++t) {
       const auto& X = *reinterpret_cast<const BlockQ8_K*>(xq + xs * t + sizeof(BlockQ8_K) * ib);
       const int h = t / kTileTokens, r = t % kTileTokens;
-      const __m512i total = _mm512_add_epi32(_mm512_load_si512(sums[2 * h][r]), _mm512_slli_epi32(_mm512_load_si512(sums[2 * h + 1][r]), 7));
-      const __m512 dy = _mm512_set1_ps(X.d);
-      __m512 a = _mm512_fmadd_ps(_mm512_mul_ps(dw, dy), _mm512_cvtepi32_ps(total), _mm512_load_ps(acc[t]));
-      if constexpr (kMins != KMins::kNone) {
-        const __m512 m = _mm512_cvtepi32_ps(min_sums(S, X));
-        const __m512 dm = _mm512_loadu_ps(S.dmin);
-        if constexpr (kMins == KMins::kSummedApart)
-          _mm512_store_ps(mins[t], _mm512_add_ps(_mm512_load_ps(mins[t]), _mm512_mul_ps(dy, _mm512_mul_ps(dm, m))));
-        else
-          a = _mm512_fnmadd_ps(_mm512_mul_ps(dm, dy), m, a);
-      }
-      _mm512_store_ps(acc[t], a);
+      _mm512_store_ps(acc[t], block_step_k<kMins>(_mm512_load_ps(acc[t]), sums[2 * h][r], sums[2 * h + 1][r], dw, S, X, mins[t]));
     }
   }
   const __mmask16 rows = static_cast<__mmask16>((1u << nrows) - 1);
