@@ -4,6 +4,7 @@
 //    MV_KIB=256 for a matrix in cache, the kernel's own speed; MV_COLS sets the row width).
 //  - Matmul/<format>: 128 activation rows through a 896 x 4864 matrix (compute-bound prefill).
 //  - TokenBands/<format>: the AVX-512 prefill kernel of the decoded formats alone, in cache.
+//  - AmxDecoded/<format>: the same formats' AMX prefill kernel alone (AMX hosts), in cache.
 // Formats with an 8-row packed kernel are packed first, as the model loader does (the lattice
 // i-quants, whose packed layout is larger, only with STRATA_REPACK_IQ=1, as with `--repack-iq`);
 // set STRATA_REPACK=0 to measure the file-layout kernels of every format instead.
@@ -169,6 +170,41 @@ void BM_TokenBands(benchmark::State& state, GgmlType t) {
   state.SetItemsProcessed(state.iterations() * 8 * cols * ntok);
 }
 
+// The AMX prefill kernel of the decoded formats alone (gemm_amx_decoded, staging included): 16
+// decoded rows of 1024 values (TB_COLS) times 64 tokens (two passes of 32), in cache; items are
+// multiply-adds, so it compares with TokenBands/<format> (8 rows) per item.
+void BM_AmxDecoded(benchmark::State& state, GgmlType t) {
+  const KernelTable& k = kernels();
+  const int ti = static_cast<int>(t);
+  const int cols = std::getenv("TB_COLS") ? std::max(256, atoi(std::getenv("TB_COLS")) / 256 * 256) : 1024;
+  const int ntok = 64;
+  auto w = make_rows(t, cols, 16, 8);
+  const size_t rb = row_bytes(t, cols);
+  std::vector<uint8_t> dec0(cols / 256 * kDecodedX8BlockBytes), dec1(dec0.size());
+  for (int g = 0; g < 2; ++g) {
+    uint8_t* out = g ? dec1.data() : dec0.data();
+    if (k.decode_rows8[ti]) {
+      k.decode_rows8[ti](cols, w.data() + 8 * g * rb, rb, 8, out);
+    } else {
+      std::vector<uint8_t> packed(packed_group_bytes(t, cols));
+      pack_rows8(t, w.data() + 8 * g * rb, rb, cols, packed.data());
+      k.decode_packed8[ti](cols, packed.data(), out);
+    }
+  }
+  std::vector<float> x(static_cast<size_t>(cols) * ntok), y(16 * ntok);
+  std::mt19937 rng(9);
+  std::normal_distribution<float> d(0.f, 1.f);
+  for (auto& v : x) v = d(rng);
+  const size_t xrow = row_bytes(GgmlType::Q8_K, cols);
+  std::vector<uint8_t> xq(xrow * ntok);
+  for (int i = 0; i < ntok; ++i) quantize_row(GgmlType::Q8_K, x.data() + i * cols, xq.data() + i * xrow, cols);
+  for (auto _ : state) {
+    k.gemm_amx_decoded[ti](cols, dec0.data(), dec1.data(), 16, xq.data(), xrow, ntok, y.data(), 16);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetItemsProcessed(state.iterations() * 16 * cols * ntok);
+}
+
 const bool kRegistered = [] {
   for (GgmlType t : kFormats) {
     benchmark::RegisterBenchmark(("Dot/" + type_name(t)).c_str(), BM_Dot, t);
@@ -178,6 +214,8 @@ const bool kRegistered = [] {
     const int ti = static_cast<int>(t);
     if (kernels().gemm_decoded_bands[ti] && (kernels().decode_rows8[ti] || kernels().decode_packed8[ti]))
       benchmark::RegisterBenchmark(("TokenBands/" + type_name(t)).c_str(), BM_TokenBands, t);
+    if (kernels().gemm_amx_decoded[ti] && (kernels().decode_rows8[ti] || kernels().decode_packed8[ti]))
+      benchmark::RegisterBenchmark(("AmxDecoded/" + type_name(t)).c_str(), BM_AmxDecoded, t);
   }
   return true;
 }();
