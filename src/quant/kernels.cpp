@@ -115,7 +115,7 @@ const KernelTable* avx512_bitalg_kernels() {
   static const KernelTable* t = []() -> const KernelTable* {
     if (!avx512_kernels()) return nullptr;
     __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx512bitalg")) return nullptr;
+    if (!__builtin_cpu_supports("avx512bitalg") || !__builtin_cpu_supports("avx512vbmi")) return nullptr;
     static KernelTable k = *avx512_kernels();
     fill_avx512_bitalg_kernels(k);
     return &k;
