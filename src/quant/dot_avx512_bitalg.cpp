@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 #include <vector>
 
 #include "quant/formats.h"
@@ -79,6 +80,11 @@ inline __m512i lane_byte_to_words() {
   return _mm512_setr_epi64(w, w | k, w | 2 * k, w | 3 * k, w | 4 * k, w | 5 * k, w | 6 * k, w | 7 * k);
 }
 
+inline __mmask64 load_mask64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return _cvtu64_mask64(v);
+}
 inline long long load8(const uint8_t* p) {
   long long v;
   std::memcpy(&v, p, 8);
@@ -200,42 +206,43 @@ void dotq_lanes(int n, const uint8_t* w, size_t row_stride, int nrows, const uin
   if (r < nrows) dotq_lanes_rows<F, 1>(n, w + r * row_stride, row_stride, xq, yt, out + r);
 }
 
-// IQ3_XXS without gathers (VBMI): its grid has 256 entries of 4 values, each one of 8 levels, so
-// an entry's values 2h and 2h + 1 are a 6-bit code (level numbers c0 + 8 c1), and code plane h
-// is a 256-byte table (four registers) that two vpermi2b and a blend on the index's top bit look
-// up for 64 indices at once; one vpermb per value then turns codes into levels (a 64-byte table
-// each). So one block row's qs gives four "planes" of magnitudes, plane p holding values 4e + p
-// (e = 0..63), in 4 vpermi2b and 4 vpermb where the gather kernel takes 4 gathers of 16 entries.
-// The activations are copied in plane order once per call (plane p of a block: its values
-// 4e + p), the signs come out of the row's 256 sign bits with one vpshufbitqmb per plane (bit e
-// of plane p's mask: sign 4e + p), and every plane's 16-bit lanes 2m, 2m + 1 (entries
-// 4m .. 4m + 3) lie in one 32-value chunk, so one scale vector serves all four planes. The
-// block's integer total is the one every IQ3_XXS kernel forms and the float step is
-// sum_blocks', so the bits are those of dot_avx512.cpp's gather kernel.
-struct PlanesIQ3_XXS {
-  alignas(64) uint8_t codes[2][256];  // entry e's values 2h, 2h + 1 as level numbers c0 + 8 c1
-  alignas(64) uint8_t level[2][64];   // code c's first value (level c % 8), its second (level c / 8)
+// IQ3_XXS and IQ3_S without gathers (VBMI): their grids have 256 and 512 entries of 4 values,
+// each one of 8 levels, so an entry's values 2h and 2h + 1 are a 6-bit code (level numbers
+// c0 + 8 c1), and code plane h is a 256- or 512-byte table (four or eight registers) that two or
+// four vpermi2b and blends on the index's top bits look up for 64 indices at once; one vpermb
+// per value then turns codes into levels (a 64-byte table each). So one block row's indices give
+// four "planes" of magnitudes, plane p holding values 4e + p (e = 0..63), in 4 (IQ3_S: 8)
+// vpermi2b and 4 vpermb where the gather kernels take 4 gathers of 16 entries. The activations
+// are copied in plane order once per call (plane p of a block: its values 4e + p), the signs
+// come out of the row's 256 sign bits with one vpshufbitqmb per plane (bit e of plane p's mask:
+// sign 4e + p), and every plane's 16-bit lanes 2m, 2m + 1 (entries 4m .. 4m + 3) lie in one
+// 32-value chunk, so one scale vector serves all four planes. The block's integer total is the
+// one every kernel of the format forms and the float step is sum_blocks', so the bits are those
+// of dot_avx512.cpp's gather kernels.
+template <int Entries>
+struct CodePlanes {
+  alignas(64) uint8_t codes[2][Entries];  // entry e's values 2h, 2h + 1 as level numbers c0 + 8 c1
+  alignas(64) uint8_t level[2][64];       // code c's first value (level c % 8), its second (level c / 8)
 };
-const PlanesIQ3_XXS& iq3xxs_planes() {
-  static const PlanesIQ3_XXS planes = [] {
-    PlanesIQ3_XXS t{};
-    const uint32_t* grid = iq::tables().iq3xxs;
-    std::vector<uint8_t> levels;  // the grid's 8 magnitudes, ascending
-    for (int e = 0; e < 256; ++e)
-      for (int k = 0; k < 4; ++k) levels.push_back(static_cast<uint8_t>(grid[e] >> (8 * k)));
-    std::sort(levels.begin(), levels.end());
-    levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
-    auto number = [&](uint8_t v) { return static_cast<int>(std::lower_bound(levels.begin(), levels.end(), v) - levels.begin()); };
-    for (int e = 0; e < 256; ++e)
-      for (int h = 0; h < 2; ++h)
-        t.codes[h][e] = static_cast<uint8_t>(number(grid[e] >> (16 * h)) + 8 * number(grid[e] >> (16 * h + 8)));
-    for (int c = 0; c < 64; ++c) {
-      t.level[0][c] = levels[c % 8];
-      t.level[1][c] = levels[c / 8];
-    }
-    return t;
-  }();
-  return planes;
+template <int Entries>
+CodePlanes<Entries> code_planes(const uint32_t* grid) {
+  CodePlanes<Entries> t{};
+  std::vector<uint8_t> levels;  // the grid's magnitudes, ascending (8 of them)
+  for (int e = 0; e < Entries; ++e)
+    for (int k = 0; k < 4; ++k) levels.push_back(static_cast<uint8_t>(grid[e] >> (8 * k)));
+  std::sort(levels.begin(), levels.end());
+  levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
+  if (levels.size() != 8) throw std::logic_error("a 3-bit grid without 8 levels");
+  auto number = [&](uint32_t v) {
+    return static_cast<int>(std::lower_bound(levels.begin(), levels.end(), static_cast<uint8_t>(v)) - levels.begin());
+  };
+  for (int e = 0; e < Entries; ++e)
+    for (int h = 0; h < 2; ++h) t.codes[h][e] = static_cast<uint8_t>(number(grid[e] >> (16 * h)) + 8 * number(grid[e] >> (16 * h + 8)));
+  for (int c = 0; c < 64; ++c) {
+    t.level[0][c] = levels[c % 8];
+    t.level[1][c] = levels[c / 8];
+  }
+  return t;
 }
 // vpermb/vpshufbitqmb control with byte e = (4e + p) & mask.
 inline __m512i plane_control(int p, int mask) {
@@ -258,71 +265,128 @@ const int8_t* plane_activations(int n, const uint8_t* xq) {
   }
   return reinterpret_cast<const int8_t*>(buf.data());
 }
+// 16-bit lane l of the result: 32-bit lane l / 4 of v (chunk l / 4's multiplier in every lane
+// of its entries' plane sums).
+inline __m512i chunk_lanes(__m512i v, int first_word) {
+  alignas(64) uint16_t c[32];
+  for (int l = 0; l < 32; ++l) c[l] = static_cast<uint16_t>(2 * (first_word + l / 4));
+  return _mm512_permutexvar_epi16(_mm512_load_si512(c), v);
+}
 
-template <int NR>
-void dotq_iq3xxs_planes_rows(int n, const uint8_t* w, size_t ws, const uint8_t* xq, const int8_t* yp, float* out) {
-  const PlanesIQ3_XXS& planes = iq3xxs_planes();
-  __m512i codes[2][4], level[2];
+// Per block row: its 64 index bytes (idx), bit 8 of each index (high; IQ3_S), its 256 sign bits
+// as 64-bit lanes 2k, 2k + 1 = bits 64k .. 64k + 63 (signs), the chunks' multipliers 2s + 1
+// (scale, see chunk_lanes).
+struct PlaneRow {
+  __m512i idx, signs, scale;
+  __mmask64 high;
+};
+inline __m512i pair_qwords(__m512i bits, int r) {  // row r's 256 bits in lanes 4r .. 4r + 3 of bits
+  return _mm512_permutexvar_epi64(_mm512_setr_epi64(4 * r, 4 * r, 4 * r + 1, 4 * r + 1, 4 * r + 2, 4 * r + 2, 4 * r + 3, 4 * r + 3), bits);
+}
+
+struct PlanesIQ3_XXS {
+  using Block = BlockIQ3_XXS;
+  static constexpr int kEntries = 256;
+  static const CodePlanes<256>& planes() {
+    static const CodePlanes<256> p = code_planes<256>(iq::tables().iq3xxs);
+    return p;
+  }
+  static float d(const Block& b) { return h2f(b.d) * 0.25f; }  // d (0.5 + s) / 2 = (d / 4)(2s + 1)
+  static __m256i words(const Block& b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.scales_signs)); }
+  // The rows' chunk words: four 7-bit sign fields (bytes of signs once their parity is added)
+  // and the scale in bits 28..31.
+  template <int NR>
+  static void prepare(const Block* const* b, PlaneRow* p) {
+    const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(words(*b[0])), words(*b[NR - 1]), 1);
+    const __m512i u = _mm512_ternarylogic_epi32(q, _mm512_slli_epi32(q, 2), _mm512_set1_epi32(0x3FFF), 0xE4);
+    const __m512i signs = with_parity_bit7(_mm512_ternarylogic_epi32(u, _mm512_slli_epi32(u, 1), _mm512_set1_epi32(0x007F007F), 0xE4));
+    const __m512i odd = _mm512_ternarylogic_epi32(_mm512_srli_epi32(q, 27), _mm512_set1_epi32(0x1E), _mm512_set1_epi32(1), 0xEA);
+    for (int r = 0; r < NR; ++r) {
+      p[r].idx = _mm512_loadu_si512(b[r]->qs);
+      p[r].signs = pair_qwords(signs, r);
+      p[r].scale = chunk_lanes(odd, 8 * r);
+    }
+  }
+};
+struct PlanesIQ3_S {
+  using Block = BlockIQ3_S;
+  static constexpr int kEntries = 512;
+  static const CodePlanes<512>& planes() {
+    static const CodePlanes<512> p = code_planes<512>(iq::tables().iq3s);
+    return p;
+  }
+  static float d(const Block& b) { return h2f(b.d); }
+  // Signs as stored (bit v: value v); index bit 8 of entry e is bit e of qh; chunk c's scale is
+  // nibble c % 2 of scales[c / 2].
+  template <int NR>
+  static void prepare(const Block* const* b, PlaneRow* p) {
+    for (int r = 0; r < NR; ++r) {
+      p[r].idx = _mm512_loadu_si512(b[r]->qs);
+      p[r].high = load_mask64(b[r]->qh);
+      p[r].signs = pair_qwords(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[r]->signs))), 0);
+      uint32_t four;
+      std::memcpy(&four, b[r]->scales, 4);
+      const __m512i nib = _mm512_srlv_epi32(_mm512_set1_epi32(static_cast<int>(four)), _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0));
+      p[r].scale = chunk_lanes(_mm512_ternarylogic_epi32(_mm512_slli_epi32(nib, 1), _mm512_set1_epi32(0x1E), _mm512_set1_epi32(1), 0xEA), 0);
+    }
+  }
+};
+
+template <class F, int NR>
+void dotq_planes_rows(int n, const uint8_t* w, size_t ws, const uint8_t* xq, const int8_t* yp, float* out) {
+  using Block = typename F::Block;
+  constexpr int kTables = F::kEntries / 64;
+  const auto& planes = F::planes();
+  __m512i codes[2][kTables], level[2];
   for (int h = 0; h < 2; ++h) {
-    for (int k = 0; k < 4; ++k) codes[h][k] = _mm512_load_si512(planes.codes[h] + 64 * k);
+    for (int k = 0; k < kTables; ++k) codes[h][k] = _mm512_load_si512(planes.codes[h] + 64 * k);
     level[h] = _mm512_load_si512(planes.level[h]);
   }
   const __m512i sign_ctl[4] = {plane_control(0, 63), plane_control(1, 63), plane_control(2, 63), plane_control(3, 63)};
-  __m512i scale_ctl[2];  // 16-bit lane l of row r: word 8r + l / 4's low half
-  for (int r = 0; r < 2; ++r) {
-    alignas(64) uint16_t c[32];
-    for (int l = 0; l < 32; ++l) c[l] = static_cast<uint16_t>(2 * (8 * r + l / 4));
-    scale_ctl[r] = _mm512_load_si512(c);
-  }
   const auto* y = reinterpret_cast<const BlockQ8_K*>(xq);
   auto block = [&](int i, __m512i* tot, float* dy) __attribute__((always_inline)) {
     __m512i yv[4];
     for (int p = 0; p < 4; ++p) yv[p] = _mm512_loadu_si512(yp + 256 * i + 64 * p);
-    const BlockIQ3_XXS* b[NR];
-    __m256i words[2];
+    const Block* b[NR];
     for (int r = 0; r < NR; ++r) {
-      b[r] = reinterpret_cast<const BlockIQ3_XXS*>(w + r * ws) + i;
+      b[r] = reinterpret_cast<const Block*>(w + r * ws) + i;
       prefetch_codes_ahead(b[r]);
-      words[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[r]->scales_signs));
     }
-    // Each chunk word's four 7-bit sign fields to bytes (bit 7: their parity): bit v of row r's
-    // 256 bits is value v's sign.
-    const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(words[0]), words[NR - 1], 1);
-    const __m512i u = _mm512_ternarylogic_epi32(q, _mm512_slli_epi32(q, 2), _mm512_set1_epi32(0x3FFF), 0xE4);
-    const __m512i signs = with_parity_bit7(_mm512_ternarylogic_epi32(u, _mm512_slli_epi32(u, 1), _mm512_set1_epi32(0x007F007F), 0xE4));
-    const __m512i odd = _mm512_ternarylogic_epi32(_mm512_srli_epi32(q, 27), _mm512_set1_epi32(0x1E), _mm512_set1_epi32(1), 0xEA);  // 2s + 1
+    PlaneRow rows[NR];
+    F::template prepare<NR>(b, rows);
     STRATA_UNROLL for (int r = 0; r < NR; ++r) {
-      // bits 64k .. 64k + 63 of the row in 64-bit lanes 2k, 2k + 1: plane bits 16k .. 16k + 15
-      const __m512i s = _mm512_permutexvar_epi64(_mm512_setr_epi64(4 * r, 4 * r, 4 * r + 1, 4 * r + 1, 4 * r + 2, 4 * r + 2, 4 * r + 3, 4 * r + 3), signs);
-      // chunk c's multiplier 2s + 1 in 16-bit lanes 4c .. 4c + 3
-      const __m512i scale = _mm512_permutexvar_epi16(scale_ctl[r], odd);
-      const __m512i idx = _mm512_loadu_si512(b[r]->qs);
-      const __mmask64 upper = _mm512_movepi8_mask(idx);  // entries 128..255
+      const PlaneRow& row = rows[r];
+      const __mmask64 upper = _mm512_movepi8_mask(row.idx);  // index bit 7
       __m512i prod[4];
       STRATA_UNROLL for (int h = 0; h < 2; ++h) {
-        const __m512i code = _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(codes[h][0], idx, codes[h][1]),
-                                                    _mm512_permutex2var_epi8(codes[h][2], idx, codes[h][3]));
+        __m512i code = _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(codes[h][0], row.idx, codes[h][1]),
+                                              _mm512_permutex2var_epi8(codes[h][2], row.idx, codes[h][3]));
+        if constexpr (kTables == 8)
+          code = _mm512_mask_blend_epi8(row.high, code,
+                                        _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(codes[h][4], row.idx, codes[h][5]),
+                                                               _mm512_permutex2var_epi8(codes[h][6], row.idx, codes[h][7])));
         STRATA_UNROLL for (int k = 0; k < 2; ++k) {
           const int p = 2 * h + k;
           const __m512i mag = _mm512_permutexvar_epi8(code, level[k]);
-          const __m512i ys = _mm512_mask_sub_epi8(yv[p], _mm512_bitshuffle_epi64_mask(s, sign_ctl[p]), _mm512_setzero_si512(), yv[p]);
+          const __m512i ys = _mm512_mask_sub_epi8(yv[p], _mm512_bitshuffle_epi64_mask(row.signs, sign_ctl[p]), _mm512_setzero_si512(), yv[p]);
           prod[p] = _mm512_maddubs_epi16(mag, ys);
         }
       }
       // two planes' 16-bit sums add first: 4 products of at most 62 * 127, below 2^15
-      tot[r] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_add_epi16(prod[0], prod[1]), scale),
-                                   _mm512_add_epi16(prod[2], prod[3]), scale);
-      dy[r] = h2f(b[r]->d) * 0.25f * y[i].d;  // d (0.5 + s) / 2 = (d / 4)(2s + 1)
+      tot[r] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_add_epi16(prod[0], prod[1]), row.scale),
+                                   _mm512_add_epi16(prod[2], prod[3]), row.scale);
+      dy[r] = F::d(*b[r]) * y[i].d;
     }
   };
   sum_blocks<NR>(n / 256, block, out);
 }
 
-void dotq_iq3xxs_planes(int n, const uint8_t* w, size_t row_stride, int nrows, const uint8_t* xq, float* out) {
+template <class F>
+void dotq_planes(int n, const uint8_t* w, size_t row_stride, int nrows, const uint8_t* xq, float* out) {
   const int8_t* yp = plane_activations(n, xq);
   int r = 0;
-  for (; r + 2 <= nrows; r += 2) dotq_iq3xxs_planes_rows<2>(n, w + r * row_stride, row_stride, xq, yp, out + r);
-  if (r < nrows) dotq_iq3xxs_planes_rows<1>(n, w + r * row_stride, row_stride, xq, yp, out + r);
+  for (; r + 2 <= nrows; r += 2) dotq_planes_rows<F, 2>(n, w + r * row_stride, row_stride, xq, yp, out + r);
+  if (r < nrows) dotq_planes_rows<F, 1>(n, w + r * row_stride, row_stride, xq, yp, out + r);
 }
 
 }  // namespace
@@ -337,7 +401,8 @@ void fill_avx512_bitalg_kernels(KernelTable& t) {
   t.dotq_rows[static_cast<int>(GgmlType::IQ2_XXS)] = dotq_lanes<LanesIQ2_XXS>;
   t.dotq_rows[static_cast<int>(GgmlType::IQ2_XS)] = dotq_lanes<LanesIQ2_XS>;
   t.dotq_rows[static_cast<int>(GgmlType::IQ2_S)] = dotq_lanes<LanesIQ2_S>;
-  t.dotq_rows[static_cast<int>(GgmlType::IQ3_XXS)] = dotq_iq3xxs_planes;
+  t.dotq_rows[static_cast<int>(GgmlType::IQ3_XXS)] = dotq_planes<PlanesIQ3_XXS>;
+  t.dotq_rows[static_cast<int>(GgmlType::IQ3_S)] = dotq_planes<PlanesIQ3_S>;
 }
 
 }  // namespace strata
