@@ -1,26 +1,29 @@
-// Decode of IQ2_XXS, IQ2_XS and IQ2_S on AVX-512 with BITALG (Ice Lake and later, Zen 4): the
+// Decode of the grid i-quants on AVX-512 with BITALG and VBMI (Ice Lake and later, Zen 4): the
 // integer block totals and float steps of dotq_grid_rows512 (dot_avx512.cpp), so the same bits,
-// with fewer vector instructions around the same 32 table loads per block. IQ3_XXS (below) takes
-// no table loads at all: its grid lives in registers, looked up with VBMI's byte permutes (every
-// CPU with BITALG has VBMI; kernels.cpp checks both).
+// with fewer instructions. Two ways:
+//   - IQ2_XS and IQ2_S keep the same 32 table loads per block, in an order that suits them
+//     ("lanes", below);
+//   - IQ2_XXS, IQ3_XXS and IQ3_S take no table loads at all ("planes", further down): their
+//     grids are codes in registers, looked up with VBMI's byte permutes, and the activations are
+//     copied into the order those lookups give.
 //
-// That kernel takes a block's 32 grid entries in file order, 8 per gather, so its indices need
+// Lanes: that kernel takes a block's 32 grid entries in file order, 8 per gather, so its indices need
 // widening shuffles, its signs one mask move per gather, and its sub-scales one permute per
 // gather. Here gather m (0..3) takes entries m, 4 + m, ..., 28 + m: entry 4k + m belongs in
-// 64-bit lane k (32k + 8m .. 32k + 8m + 7 are its values), where all three formats keep what
+// 64-bit lane k (32k + 8m .. 32k + 8m + 7 are its values), where both formats keep what
 // it needs in lane k of one vector, so
 //   - its indices come out of lane k with a shift and an and (vpgatherqq takes 64-bit indices);
-//   - its 64 sign bits come out of lane k with one vpshufbitqmb (the 8th sign of IQ2_XXS and
-//     IQ2_XS, the parity of the other 7, from vpopcnt): no mask moves;
-//   - its sub-scale is the same for all of lane k (the 32 values of IQ2_XXS's lane k share one,
-//     entries m = 0, 1 and m = 2, 3 of the other two one each), so one shuffle and shifts make
-//     every scale vector a block needs;
+//   - its 64 sign bits come out of lane k with one vpshufbitqmb (the 8th sign of IQ2_XS, the
+//     parity of the other 7, from vpopcnt): no mask moves;
+//   - its sub-scale is the same for all of lane k (entries m = 0, 1 and m = 2, 3 share one), so
+//     one shuffle and shifts make every scale vector a block needs;
 //   - the activations are read in the same order: each call first copies its Q8_K values with
 //     their 8-byte groups transposed (group 8m + k of a block's copy is group 4k + m).
 // Compiled with those ISA flags and only called after the CPU check in kernels.cpp.
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -67,12 +70,6 @@ inline __m512i odd_low_nibble(__m512i b) {
 inline __m512i odd_high_nibble(__m512i b) {
   return _mm512_ternarylogic_epi32(_mm512_srli_epi16(b, 3), _mm512_set1_epi16(0x1E), _mm512_set1_epi16(1), 0xEA);
 }
-// vpshufb control that puts byte `byte` of each 64-bit lane in all four of its 16-bit lanes.
-inline __m512i byte_to_words(int byte) {
-  const uint64_t lo = 0x8000800080008000ull | 0x0001000100010001ull * static_cast<uint64_t>(byte);
-  return _mm512_set_epi64(lo + 0x0008000800080008ull, lo, lo + 0x0008000800080008ull, lo, lo + 0x0008000800080008ull, lo,
-                          lo + 0x0008000800080008ull, lo);
-}
 // vpshufb control that puts byte k of 8 bytes broadcast to every 64-bit lane in all four 16-bit
 // lanes of lane k.
 inline __m512i lane_byte_to_words() {
@@ -84,6 +81,25 @@ inline __mmask64 load_mask64(const uint8_t* p) {
   uint64_t v;
   std::memcpy(&v, p, 8);
   return _cvtu64_mask64(v);
+}
+// Constant vectors from a rule per element (byte, 16-bit or 32-bit lane).
+template <class Fn>
+std::array<uint8_t, 64> make_bytes(Fn f) {
+  std::array<uint8_t, 64> c{};
+  for (int j = 0; j < 64; ++j) c[j] = static_cast<uint8_t>(f(j));
+  return c;
+}
+template <class Fn>
+std::array<uint16_t, 32> make_words(Fn f) {
+  std::array<uint16_t, 32> c{};
+  for (int j = 0; j < 32; ++j) c[j] = static_cast<uint16_t>(f(j));
+  return c;
+}
+template <class Fn>
+std::array<uint32_t, 16> make_dwords(Fn f) {
+  std::array<uint32_t, 16> c{};
+  for (int j = 0; j < 16; ++j) c[j] = static_cast<uint32_t>(f(j));
+  return c;
 }
 inline long long load8(const uint8_t* p) {
   long long v;
@@ -112,26 +128,6 @@ inline void nibble_scales(const uint8_t* scales, Lanes& l) {
   l.scale[0] = odd_low_nibble(sc);
   l.scale[1] = odd_high_nibble(sc);
 }
-
-struct LanesIQ2_XXS {
-  using Block = BlockIQ2_XXS;
-  static float d(const Block& b) { return h2f(b.d) * 0.125f; }
-  static const uint64_t* table(const iq::Tables& t) { return t.iq2xxs; }
-  // Lane k is 32-value chunk k: four index bytes, then a word with four 7-bit sign fields and
-  // the chunk's scale in bits 28..31.
-  static Lanes prepare(const Block& b) {
-    Lanes l;
-    l.q = _mm512_loadu_si512(b.qs);
-    // sign fields 7g..7g+6 of the upper word to bits 8g..8g+6 (bit 7 of each byte comes next)
-    const __m512i u = _mm512_ternarylogic_epi32(l.q, _mm512_slli_epi32(l.q, 2), _mm512_set1_epi32(0x3FFF), 0xE4);  // f0 f1 | f2 f3 at 16
-    const __m512i v = _mm512_ternarylogic_epi32(u, _mm512_slli_epi32(u, 1), _mm512_set1_epi32(0x007F007F), 0xE4);
-    l.s = with_parity_bit7(v);
-    l.scale[0] = l.scale[1] = odd_high_nibble(_mm512_shuffle_epi8(l.q, byte_to_words(7)));
-    return l;
-  }
-  static constexpr int kIndexShift = 8, kIndexMask = 0xFF;
-  static constexpr int kSignBit = 32, kSignShift = 8;
-};
 
 struct LanesIQ2_XS {
   using Block = BlockIQ2_XS;
@@ -389,16 +385,162 @@ void dotq_planes(int n, const uint8_t* w, size_t row_stride, int nrows, const ui
   if (r < nrows) dotq_planes_rows<F, 1>(n, w + r * row_stride, row_stride, xq, yp, out + r);
 }
 
+// IQ2_XXS in plane order too: its grid has 256 entries of 8 values, each one of 3 levels, so
+// values 3h .. 3h + 2 of an entry are a code below 27 (level numbers c0 + 3 c1 + 9 c2; h = 2
+// holds the last two), code plane h a 256-byte table in registers as above, and one vpermb per
+// value turns codes into levels. A block row has 32 entries, so a register holds two rows' (row
+// r's entry e at byte 32r + e; an odd last row is paired with itself and its copy dropped), and
+// plane v (v = 0..7) holds values 8e + v: 3 code lookups and 8 vpermb per two block rows against
+// 8 gathers of 8 entries. Plane v of the activations is their values 8e + v, in both halves; the
+// signs for plane v are bit v of each entry's sign byte (one vpshufbitqmb); 16-bit lanes 2m,
+// 2m + 1 are entries 2m, 2m + 1 of the pair, which share a sub-scale, so one scale vector serves
+// all planes and the 32-bit lanes of row r are 8r .. 8r + 7. (IQ2_XS the same way, its 512-entry
+// code planes taking four vpermt2b each: no faster than its gathers here, so it keeps them.)
+template <int Entries>
+struct CodePlanes3 {
+  alignas(64) uint8_t codes[3][Entries];  // entry e's values 3h .. 3h + 2 as c0 + 3 c1 + 9 c2
+  alignas(64) uint8_t level[3][64];       // code c's value k: level (c / 3^k) % 3
+};
+template <int Entries>
+CodePlanes3<Entries> code_planes3(const uint64_t* grid) {
+  CodePlanes3<Entries> t{};
+  std::vector<uint8_t> levels;
+  for (int e = 0; e < Entries; ++e)
+    for (int v = 0; v < 8; ++v) levels.push_back(static_cast<uint8_t>(grid[e] >> (8 * v)));
+  std::sort(levels.begin(), levels.end());
+  levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
+  if (levels.size() != 3) throw std::logic_error("a 2-bit grid without 3 levels");
+  for (int e = 0; e < Entries; ++e)
+    for (int v = 7; v >= 0; --v) {
+      const auto lv = static_cast<uint8_t>(grid[e] >> (8 * v));
+      const int number = static_cast<int>(std::lower_bound(levels.begin(), levels.end(), lv) - levels.begin());
+      t.codes[v / 3][e] = static_cast<uint8_t>(3 * t.codes[v / 3][e] + number);  // Horner, highest value first
+    }
+  for (int c = 0; c < 64; ++c)
+    for (int k = 0, p = 1; k < 3; ++k, p *= 3) t.level[k][c] = levels[(c / p) % 3];
+  return t;
+}
+// The Q8_K values of n columns in 8-value planes: block i's plane v (bytes 512i + 64v onwards)
+// holds values 8e + v (e = 0..31) in both 32-byte halves.
+const int8_t* plane8_activations(int n, const uint8_t* xq) {
+  thread_local std::vector<uint64_t> buf;
+  buf.resize(static_cast<size_t>(n / 256) * 64);
+  const auto* y = reinterpret_cast<const BlockQ8_K*>(xq);
+  __m512i ctl[8];
+  for (int v = 0; v < 8; ++v) {
+    alignas(64) uint8_t c[64];
+    for (int j = 0; j < 64; ++j) c[j] = static_cast<uint8_t>((8 * (j % 32) + v) & 127);
+    ctl[v] = _mm512_load_si512(c);
+  }
+  for (int i = 0; i < n / 256; ++i) {
+    __m512i q[4];
+    for (int k = 0; k < 4; ++k) q[k] = _mm512_loadu_si512(y[i].qs + 64 * k);
+    for (int v = 0; v < 8; ++v)  // entries 0..15 of each half from values 0..127, 16..31 from 128..255
+      _mm512_storeu_si512(&buf[64 * i + 8 * v], _mm512_mask_blend_epi8(0xFFFF0000FFFF0000ull, _mm512_permutex2var_epi8(q[0], ctl[v], q[1]),
+                                                                        _mm512_permutex2var_epi8(q[2], ctl[v], q[3])));
+  }
+  return reinterpret_cast<const int8_t*>(buf.data());
+}
+template <class T>
+__m512i load_table(const T& values) {
+  static_assert(sizeof(values) == 64);
+  return _mm512_loadu_si512(values.data());
+}
+// A row pair's entries: indices (idx), sign bytes (signs: byte j has entry j's 8 signs, bit 7
+// the parity of the rest), the sub-scale multipliers 2s + 1 per 16-bit lane (scale).
+struct PairRows {
+  __m512i idx, signs, scale;
+};
+
+struct PairsIQ2_XXS {
+  using Block = BlockIQ2_XXS;
+  static const CodePlanes3<256>& planes() {
+    static const CodePlanes3<256> p = code_planes3<256>(iq::tables().iq2xxs);
+    return p;
+  }
+  static float d(const Block& b) { return h2f(b.d) * 0.125f; }  // d (0.5 + s) / 4 = (d / 8)(2s + 1)
+  // Chunk c (32 values) is 8 bytes: entries 4c .. 4c + 3's indices, then a word with their four
+  // 7-bit sign fields and the chunk's scale in bits 28..31.
+  struct Controls {
+    __m512i index = load_table(make_bytes([](int j) { return 64 * (j / 32) + 8 * (j % 32 / 4) + j % 4; }));
+    __m512i word = load_table(make_dwords([](int l) { return 16 * (l / 8) + 2 * (l % 8) + 1; }));
+    __m512i scale = load_table(make_words([](int l) { return 2 * (8 * (l / 16) + l % 16 / 2); }));  // its chunk's word, low half
+  };
+  static PairRows prepare(const Block& b0, const Block& b1, const Controls& c) {
+    const __m512i q0 = _mm512_loadu_si512(b0.qs), q1 = _mm512_loadu_si512(b1.qs);
+    PairRows p;
+    p.idx = _mm512_permutex2var_epi8(q0, c.index, q1);
+    const __m512i words = _mm512_permutex2var_epi32(q0, c.word, q1);
+    const __m512i u = _mm512_ternarylogic_epi32(words, _mm512_slli_epi32(words, 2), _mm512_set1_epi32(0x3FFF), 0xE4);
+    p.signs = with_parity_bit7(_mm512_ternarylogic_epi32(u, _mm512_slli_epi32(u, 1), _mm512_set1_epi32(0x007F007F), 0xE4));
+    p.scale = _mm512_permutexvar_epi16(c.scale, _mm512_ternarylogic_epi32(_mm512_srli_epi32(words, 27), _mm512_set1_epi32(0x1E),
+                                                                          _mm512_set1_epi32(1), 0xEA));
+    return p;
+  }
+};
+template <class F, int NR>
+void dotq_pairs_rows(int n, const uint8_t* w, size_t ws, const uint8_t* xq, const int8_t* yp, float* out) {
+  using Block = typename F::Block;
+  const auto& planes = F::planes();
+  __m512i codes[3][4], level[3];
+  for (int h = 0; h < 3; ++h) {
+    for (int k = 0; k < 4; ++k) codes[h][k] = _mm512_load_si512(planes.codes[h] + 64 * k);
+    level[h] = _mm512_load_si512(planes.level[h]);
+  }
+  __m512i sign_ctl[8];
+  for (int v = 0; v < 8; ++v) sign_ctl[v] = load_table(make_bytes([v](int j) { return 8 * (j % 8) + v; }));
+  const typename F::Controls controls;
+  const auto* y = reinterpret_cast<const BlockQ8_K*>(xq);
+  auto block = [&](int i, __m512i* tot, float* dy) __attribute__((always_inline)) {
+    const Block* b[2];
+    for (int r = 0; r < 2; ++r) b[r] = reinterpret_cast<const Block*>(w + (r < NR ? r : 0) * ws) + i;
+    for (int r = 0; r < NR; ++r) prefetch_codes_ahead(b[r]);
+    const PairRows p = F::prepare(*b[0], *b[1], controls);
+    const __mmask64 upper = _mm512_movepi8_mask(p.idx);  // index bit 7
+    __m512i prod[8];
+    STRATA_UNROLL for (int h = 0; h < 3; ++h) {
+      const __m512i code = _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(codes[h][0], p.idx, codes[h][1]),
+                                                  _mm512_permutex2var_epi8(codes[h][2], p.idx, codes[h][3]));
+      STRATA_UNROLL for (int k = 0; k < 3; ++k) {
+        const int v = 3 * h + k;
+        if (v == 8) break;
+        const __m512i yv = _mm512_loadu_si512(yp + 512 * i + 64 * v);
+        const __m512i ys = _mm512_mask_sub_epi8(yv, _mm512_bitshuffle_epi64_mask(p.signs, sign_ctl[v]), _mm512_setzero_si512(), yv);
+        prod[v] = _mm512_maddubs_epi16(_mm512_permutexvar_epi8(code, level[k]), ys);
+      }
+    }
+    // two planes' 16-bit sums add first: 4 products of at most 43 * 127, below 2^15
+    __m512i acc = _mm512_setzero_si512();
+    STRATA_UNROLL for (int v = 0; v < 8; v += 2) acc = _mm512_dpwssd_epi32(acc, _mm512_add_epi16(prod[v], prod[v + 1]), p.scale);
+    STRATA_UNROLL for (int r = 0; r < NR; ++r) {
+      tot[r] = _mm512_maskz_mov_epi32(static_cast<__mmask16>(0xFF << (8 * r)), acc);
+      dy[r] = F::d(*b[r]) * y[i].d;
+    }
+  };
+  sum_blocks<NR>(n / 256, block, out);
+}
+
+template <class F>
+void dotq_pairs(int n, const uint8_t* w, size_t row_stride, int nrows, const uint8_t* xq, float* out) {
+  const int8_t* yp = plane8_activations(n, xq);
+  int r = 0;
+  for (; r + 2 <= nrows; r += 2) dotq_pairs_rows<F, 2>(n, w + r * row_stride, row_stride, xq, yp, out + r);
+  if (r < nrows) dotq_pairs_rows<F, 1>(n, w + r * row_stride, row_stride, xq, yp, out + r);
+}
+
 }  // namespace
 
 // A harness calling dotq_rows on 64 rows of 4096 random-code columns (L2-resident), min of 400
 // alternated runs, ns per row and block, AVX-512 kernel -> this: IQ2_XXS 22.1 -> 17.8, IQ2_XS
-// 17.7 -> 17.1, IQ2_S 19.5 -> 17.9. Both are bound by their gathers, which here take vector-port
-// time as well as load slots (8 independent ALU instructions per gather nearly add their own
-// time to it), so fewer instructions around them help less than their count suggests.
+// 17.7 -> 17.1, IQ2_S 19.5 -> 17.9 (lanes). Both are bound by their gathers, which here take
+// vector-port time as well as load slots (8 independent ALU instructions per gather nearly add
+// their own time to it), so fewer instructions around them help less than their count suggests.
+// The planes, the same harness, two runs: IQ2_XXS 15.8, 19.6 -> 12.0, 13.9; IQ3_XXS 25.2, 17.7
+// -> 14.0, 11.5; IQ3_S 23.9, 24.0 -> 18.0, 17.6 (IQ2_XS and IQ2_S, lanes, in the same runs:
+// 14.3, 15.7 -> 14.0, 16.4 and 17.8, 14.9 -> 15.6, 13.1).
 void fill_avx512_bitalg_kernels(KernelTable& t) {
   t.isa = "avx512vnni+bitalg";
-  t.dotq_rows[static_cast<int>(GgmlType::IQ2_XXS)] = dotq_lanes<LanesIQ2_XXS>;
+  t.dotq_rows[static_cast<int>(GgmlType::IQ2_XXS)] = dotq_pairs<PairsIQ2_XXS>;
   t.dotq_rows[static_cast<int>(GgmlType::IQ2_XS)] = dotq_lanes<LanesIQ2_XS>;
   t.dotq_rows[static_cast<int>(GgmlType::IQ2_S)] = dotq_lanes<LanesIQ2_S>;
   t.dotq_rows[static_cast<int>(GgmlType::IQ3_XXS)] = dotq_planes<PlanesIQ3_XXS>;
