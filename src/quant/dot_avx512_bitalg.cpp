@@ -194,13 +194,18 @@ void dotq_lanes_rows(int n, const uint8_t* w, size_t ws, const uint8_t* xq, cons
   sum_blocks<NR>(nb, block, out);
 }
 
-template <class F>
-void dotq_lanes(int n, const uint8_t* w, size_t row_stride, int nrows, const uint8_t* xq, float* out) {
-  const int8_t* yt = transposed_activations(n, xq);
+// A QDotRowsFn from a kernel on NR = 2 rows and one on an odd last row, each given the call's
+// copy of the activations (made by Copy).
+using RowsKernel = void (*)(int, const uint8_t*, size_t, const uint8_t*, const int8_t*, float*);
+template <const int8_t* (*Copy)(int, const uint8_t*), RowsKernel Two, RowsKernel One>
+void by_two_rows(int n, const uint8_t* w, size_t row_stride, int nrows, const uint8_t* xq, float* out) {
+  const int8_t* yc = Copy(n, xq);
   int r = 0;
-  for (; r + 2 <= nrows; r += 2) dotq_lanes_rows<F, 2>(n, w + r * row_stride, row_stride, xq, yt, out + r);
-  if (r < nrows) dotq_lanes_rows<F, 1>(n, w + r * row_stride, row_stride, xq, yt, out + r);
+  for (; r + 2 <= nrows; r += 2) Two(n, w + r * row_stride, row_stride, xq, yc, out + r);
+  if (r < nrows) One(n, w + r * row_stride, row_stride, xq, yc, out + r);
 }
+template <class F>
+constexpr QDotRowsFn dotq_lanes = by_two_rows<transposed_activations, dotq_lanes_rows<F, 2>, dotq_lanes_rows<F, 1>>;
 
 // IQ3_XXS and IQ3_S without gathers (VBMI): their grids have 256 and 512 entries of 4 values,
 // each one of 8 levels, so an entry's values 2h and 2h + 1 are a 6-bit code (level numbers
@@ -215,6 +220,21 @@ void dotq_lanes(int n, const uint8_t* w, size_t row_stride, int nrows, const uin
 // 32-value chunk, so one scale vector serves all four planes. The block's integer total is the
 // one every kernel of the format forms and the float step is sum_blocks', so the bits are those
 // of dot_avx512.cpp's gather kernels.
+// The distinct bytes (levels) of a grid's entries, ascending; there must be `count` of them.
+template <class Entry>
+std::vector<uint8_t> grid_levels(const Entry* grid, int entries, size_t count) {
+  std::vector<uint8_t> levels;
+  for (int e = 0; e < entries; ++e)
+    for (size_t k = 0; k < sizeof(Entry); ++k) levels.push_back(static_cast<uint8_t>(grid[e] >> (8 * k)));
+  std::sort(levels.begin(), levels.end());
+  levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
+  if (levels.size() != count) throw std::logic_error("grid levels: not the count the decode assumes");
+  return levels;
+}
+// The number of level v (its low byte) in levels.
+inline int level_number(const std::vector<uint8_t>& levels, uint64_t v) {
+  return static_cast<int>(std::lower_bound(levels.begin(), levels.end(), static_cast<uint8_t>(v)) - levels.begin());
+}
 template <int Entries>
 struct CodePlanes {
   alignas(64) uint8_t codes[2][Entries];  // entry e's values 2h, 2h + 1 as level numbers c0 + 8 c1
@@ -223,15 +243,8 @@ struct CodePlanes {
 template <int Entries>
 CodePlanes<Entries> code_planes(const uint32_t* grid) {
   CodePlanes<Entries> t{};
-  std::vector<uint8_t> levels;  // the grid's magnitudes, ascending (8 of them)
-  for (int e = 0; e < Entries; ++e)
-    for (int k = 0; k < 4; ++k) levels.push_back(static_cast<uint8_t>(grid[e] >> (8 * k)));
-  std::sort(levels.begin(), levels.end());
-  levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
-  if (levels.size() != 8) throw std::logic_error("a 3-bit grid without 8 levels");
-  auto number = [&](uint32_t v) {
-    return static_cast<int>(std::lower_bound(levels.begin(), levels.end(), static_cast<uint8_t>(v)) - levels.begin());
-  };
+  const std::vector<uint8_t> levels = grid_levels(grid, Entries, 8);
+  auto number = [&](uint32_t v) { return level_number(levels, v); };
   for (int e = 0; e < Entries; ++e)
     for (int h = 0; h < 2; ++h) t.codes[h][e] = static_cast<uint8_t>(number(grid[e] >> (16 * h)) + 8 * number(grid[e] >> (16 * h + 8)));
   for (int c = 0; c < 64; ++c) {
@@ -378,12 +391,7 @@ void dotq_planes_rows(int n, const uint8_t* w, size_t ws, const uint8_t* xq, con
 }
 
 template <class F>
-void dotq_planes(int n, const uint8_t* w, size_t row_stride, int nrows, const uint8_t* xq, float* out) {
-  const int8_t* yp = plane_activations(n, xq);
-  int r = 0;
-  for (; r + 2 <= nrows; r += 2) dotq_planes_rows<F, 2>(n, w + r * row_stride, row_stride, xq, yp, out + r);
-  if (r < nrows) dotq_planes_rows<F, 1>(n, w + r * row_stride, row_stride, xq, yp, out + r);
-}
+constexpr QDotRowsFn dotq_planes = by_two_rows<plane_activations, dotq_planes_rows<F, 2>, dotq_planes_rows<F, 1>>;
 
 // IQ2_XXS in plane order too: its grid has 256 entries of 8 values, each one of 3 levels, so
 // values 3h .. 3h + 2 of an entry are a code below 27 (level numbers c0 + 3 c1 + 9 c2; h = 2
@@ -404,18 +412,10 @@ struct CodePlanes3 {
 template <int Entries>
 CodePlanes3<Entries> code_planes3(const uint64_t* grid) {
   CodePlanes3<Entries> t{};
-  std::vector<uint8_t> levels;
+  const std::vector<uint8_t> levels = grid_levels(grid, Entries, 3);
   for (int e = 0; e < Entries; ++e)
-    for (int v = 0; v < 8; ++v) levels.push_back(static_cast<uint8_t>(grid[e] >> (8 * v)));
-  std::sort(levels.begin(), levels.end());
-  levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
-  if (levels.size() != 3) throw std::logic_error("a 2-bit grid without 3 levels");
-  for (int e = 0; e < Entries; ++e)
-    for (int v = 7; v >= 0; --v) {
-      const auto lv = static_cast<uint8_t>(grid[e] >> (8 * v));
-      const int number = static_cast<int>(std::lower_bound(levels.begin(), levels.end(), lv) - levels.begin());
-      t.codes[v / 3][e] = static_cast<uint8_t>(3 * t.codes[v / 3][e] + number);  // Horner, highest value first
-    }
+    for (int v = 7; v >= 0; --v)  // Horner, highest value first
+      t.codes[v / 3][e] = static_cast<uint8_t>(3 * t.codes[v / 3][e] + level_number(levels, grid[e] >> (8 * v)));
   for (int c = 0; c < 64; ++c)
     for (int k = 0, p = 1; k < 3; ++k, p *= 3) t.level[k][c] = levels[(c / p) % 3];
   return t;
@@ -521,12 +521,7 @@ void dotq_pairs_rows(int n, const uint8_t* w, size_t ws, const uint8_t* xq, cons
 }
 
 template <class F>
-void dotq_pairs(int n, const uint8_t* w, size_t row_stride, int nrows, const uint8_t* xq, float* out) {
-  const int8_t* yp = plane8_activations(n, xq);
-  int r = 0;
-  for (; r + 2 <= nrows; r += 2) dotq_pairs_rows<F, 2>(n, w + r * row_stride, row_stride, xq, yp, out + r);
-  if (r < nrows) dotq_pairs_rows<F, 1>(n, w + r * row_stride, row_stride, xq, yp, out + r);
-}
+constexpr QDotRowsFn dotq_pairs = by_two_rows<plane8_activations, dotq_pairs_rows<F, 2>, dotq_pairs_rows<F, 1>>;
 
 }  // namespace
 
