@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "quant/formats.h"
+#include "quant/gemm_x8.h"
 #include "quant/iq_tables.h"
 #include "quant/kernels.h"
 #include "quant/simd_avx2_blocks.h"
@@ -302,16 +303,25 @@ struct PlanesIQ3_XXS {
   }
   static float d(const Block& b) { return h2f(b.d) * 0.25f; }  // d (0.5 + s) / 2 = (d / 4)(2s + 1)
   static __m256i words(const Block& b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.scales_signs)); }
-  // The rows' chunk words: four 7-bit sign fields (bytes of signs once their parity is added)
-  // and the scale in bits 28..31.
+  // Chunk words (32-bit lanes of q): four 7-bit sign fields, bytes of signs once their parity
+  // is added (bit v of a row's 256: value v's sign), and the scale in bits 28..31 (as 2s + 1).
+  static __m512i sign_bytes(__m512i q) {
+    const __m512i u = _mm512_ternarylogic_epi32(q, _mm512_slli_epi32(q, 2), _mm512_set1_epi32(0x3FFF), 0xE4);
+    return with_parity_bit7(_mm512_ternarylogic_epi32(u, _mm512_slli_epi32(u, 1), _mm512_set1_epi32(0x007F007F), 0xE4));
+  }
+  static __m512i odd_scales(__m512i q) {
+    return _mm512_ternarylogic_epi32(_mm512_srli_epi32(q, 27), _mm512_set1_epi32(0x1E), _mm512_set1_epi32(1), 0xEA);
+  }
+  static __m512i value_signs(const Block& b) { return sign_bytes(_mm512_castsi256_si512(words(b))); }
+  static __m512i chunk_odd(const Block& b) { return odd_scales(_mm512_castsi256_si512(words(b))); }
+  static __mmask64 high(const Block&) { return 0; }
   template <int NR>
   static void prepare(const Block* const* b, PlaneRow* p) {
     const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(words(*b[0])), words(*b[NR - 1]), 1);
-    const __m512i u = _mm512_ternarylogic_epi32(q, _mm512_slli_epi32(q, 2), _mm512_set1_epi32(0x3FFF), 0xE4);
-    const __m512i signs = with_parity_bit7(_mm512_ternarylogic_epi32(u, _mm512_slli_epi32(u, 1), _mm512_set1_epi32(0x007F007F), 0xE4));
-    const __m512i odd = _mm512_ternarylogic_epi32(_mm512_srli_epi32(q, 27), _mm512_set1_epi32(0x1E), _mm512_set1_epi32(1), 0xEA);
+    const __m512i signs = sign_bytes(q), odd = odd_scales(q);
     for (int r = 0; r < NR; ++r) {
       p[r].idx = _mm512_loadu_si512(b[r]->qs);
+      p[r].high = 0;
       p[r].signs = pair_qwords(signs, r);
       p[r].scale = chunk_lanes(odd, 8 * r);
     }
@@ -327,16 +337,51 @@ struct PlanesIQ3_S {
   static float d(const Block& b) { return h2f(b.d); }
   // Signs as stored (bit v: value v); index bit 8 of entry e is bit e of qh; chunk c's scale is
   // nibble c % 2 of scales[c / 2].
+  static __m512i value_signs(const Block& b) { return _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.signs))); }
+  static __m512i chunk_odd(const Block& b) {
+    uint32_t four;
+    std::memcpy(&four, b.scales, 4);
+    const __m512i nib = _mm512_srlv_epi32(_mm512_set1_epi32(static_cast<int>(four)), _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0));
+    return _mm512_ternarylogic_epi32(_mm512_slli_epi32(nib, 1), _mm512_set1_epi32(0x1E), _mm512_set1_epi32(1), 0xEA);
+  }
+  static __mmask64 high(const Block& b) { return load_mask64(b.qh); }
   template <int NR>
   static void prepare(const Block* const* b, PlaneRow* p) {
     for (int r = 0; r < NR; ++r) {
       p[r].idx = _mm512_loadu_si512(b[r]->qs);
-      p[r].high = load_mask64(b[r]->qh);
-      p[r].signs = pair_qwords(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[r]->signs))), 0);
-      uint32_t four;
-      std::memcpy(&four, b[r]->scales, 4);
-      const __m512i nib = _mm512_srlv_epi32(_mm512_set1_epi32(static_cast<int>(four)), _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0));
-      p[r].scale = chunk_lanes(_mm512_ternarylogic_epi32(_mm512_slli_epi32(nib, 1), _mm512_set1_epi32(0x1E), _mm512_set1_epi32(1), 0xEA), 0);
+      p[r].high = high(*b[r]);
+      p[r].signs = pair_qwords(value_signs(*b[r]), 0);
+      p[r].scale = chunk_lanes(chunk_odd(*b[r]), 0);
+    }
+  }
+};
+
+// F's code planes and level tables in registers; magnitudes(idx, high, m) gives planes 0..3.
+template <class F>
+struct PlaneTables {
+  static constexpr int kTables = F::kEntries / 64;
+  __m512i codes[2][kTables], level[2];
+  PlaneTables() {
+    const auto& planes = F::planes();
+    for (int h = 0; h < 2; ++h) {
+      for (int k = 0; k < kTables; ++k) codes[h][k] = _mm512_load_si512(planes.codes[h] + 64 * k);
+      level[h] = _mm512_load_si512(planes.level[h]);
+    }
+  }
+  __m512i code(__m512i idx, __mmask64 upper, __mmask64 high, int h) const {
+    __m512i c = _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(codes[h][0], idx, codes[h][1]),
+                                       _mm512_permutex2var_epi8(codes[h][2], idx, codes[h][3]));
+    if constexpr (kTables == 8)
+      c = _mm512_mask_blend_epi8(high, c,
+                                 _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(codes[h][4], idx, codes[h][5]),
+                                                        _mm512_permutex2var_epi8(codes[h][6], idx, codes[h][7])));
+    return c;
+  }
+  void magnitudes(__m512i idx, __mmask64 high, __m512i* mag) const {
+    const __mmask64 upper = _mm512_movepi8_mask(idx);  // index bit 7
+    STRATA_UNROLL for (int h = 0; h < 2; ++h) {
+      const __m512i c = code(idx, upper, high, h);
+      STRATA_UNROLL for (int k = 0; k < 2; ++k) mag[2 * h + k] = _mm512_permutexvar_epi8(c, level[k]);
     }
   }
 };
@@ -344,13 +389,7 @@ struct PlanesIQ3_S {
 template <class F, int NR>
 void dotq_planes_rows(int n, const uint8_t* w, size_t ws, const uint8_t* xq, const int8_t* yp, float* out) {
   using Block = typename F::Block;
-  constexpr int kTables = F::kEntries / 64;
-  const auto& planes = F::planes();
-  __m512i codes[2][kTables], level[2];
-  for (int h = 0; h < 2; ++h) {
-    for (int k = 0; k < kTables; ++k) codes[h][k] = _mm512_load_si512(planes.codes[h] + 64 * k);
-    level[h] = _mm512_load_si512(planes.level[h]);
-  }
+  const PlaneTables<F> tables;
   const __m512i sign_ctl[4] = {plane_control(0, 63), plane_control(1, 63), plane_control(2, 63), plane_control(3, 63)};
   const auto* y = reinterpret_cast<const BlockQ8_K*>(xq);
   auto block = [&](int i, __m512i* tot, float* dy) __attribute__((always_inline)) {
@@ -365,21 +404,11 @@ void dotq_planes_rows(int n, const uint8_t* w, size_t ws, const uint8_t* xq, con
     F::template prepare<NR>(b, rows);
     STRATA_UNROLL for (int r = 0; r < NR; ++r) {
       const PlaneRow& row = rows[r];
-      const __mmask64 upper = _mm512_movepi8_mask(row.idx);  // index bit 7
-      __m512i prod[4];
-      STRATA_UNROLL for (int h = 0; h < 2; ++h) {
-        __m512i code = _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(codes[h][0], row.idx, codes[h][1]),
-                                              _mm512_permutex2var_epi8(codes[h][2], row.idx, codes[h][3]));
-        if constexpr (kTables == 8)
-          code = _mm512_mask_blend_epi8(row.high, code,
-                                        _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(codes[h][4], row.idx, codes[h][5]),
-                                                               _mm512_permutex2var_epi8(codes[h][6], row.idx, codes[h][7])));
-        STRATA_UNROLL for (int k = 0; k < 2; ++k) {
-          const int p = 2 * h + k;
-          const __m512i mag = _mm512_permutexvar_epi8(code, level[k]);
-          const __m512i ys = _mm512_mask_sub_epi8(yv[p], _mm512_bitshuffle_epi64_mask(row.signs, sign_ctl[p]), _mm512_setzero_si512(), yv[p]);
-          prod[p] = _mm512_maddubs_epi16(mag, ys);
-        }
+      __m512i mag[4], prod[4];
+      tables.magnitudes(row.idx, row.high, mag);
+      STRATA_UNROLL for (int p = 0; p < 4; ++p) {
+        const __m512i ys = _mm512_mask_sub_epi8(yv[p], _mm512_bitshuffle_epi64_mask(row.signs, sign_ctl[p]), _mm512_setzero_si512(), yv[p]);
+        prod[p] = _mm512_maddubs_epi16(mag[p], ys);
       }
       // two planes' 16-bit sums add first: 4 products of at most 62 * 127, below 2^15
       tot[r] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_add_epi16(prod[0], prod[1]), row.scale),
@@ -392,6 +421,80 @@ void dotq_planes_rows(int n, const uint8_t* w, size_t ws, const uint8_t* xq, con
 
 template <class F>
 constexpr QDotRowsFn dotq_planes = by_two_rows<plane_activations, dotq_planes_rows<F, 2>, dotq_planes_rows<F, 1>>;
+
+// Prefill decode of the same formats (KernelTable::decode_rows8, the DecodedX8Block layout:
+// v[G][4r + i] is value i of entry G of row r): the planes' magnitudes go back into entries
+// with byte and word unpacks (register k then holds entries 16L + 4k + j at dword 4L + j, L the
+// 128-bit lane), take their signs (bit b of register k's mask is the sign of value
+// 64L + 16k + b % 16: 16-bit word 4L + k of the row's sign bits), and 8 rows' registers k are
+// transposed (dwords, then 128-bit lanes) into 16 entries of v. Same values and sub-scales as
+// the AVX2 decode, so the prefill kernels give the same bits.
+template <class F>
+void decode_rows8_planes(int n, const uint8_t* rows, size_t row_stride, int nrows, uint8_t* out) {
+  using Block = typename F::Block;
+  const PlaneTables<F> tables;
+  alignas(64) uint16_t word_ctl[32];
+  for (int k = 0; k < 4; ++k)
+    for (int L = 0; L < 8; ++L) word_ctl[8 * k + L] = static_cast<uint16_t>(L < 4 ? 4 * L + k : 0);
+  const __m512i sign_words = _mm512_load_si512(word_ctl);  // word 8k + L: word 4L + k
+  auto* db = reinterpret_cast<DecodedX8Block*>(out);
+  for (int i = 0; i < n / 256; ++i) {
+    DecodedX8Block& d = db[i];
+    __m512i e[4][8];  // e[k][r]: row r's register k
+    __m256i odd[8];   // row r's chunk multipliers 2s + 1
+    for (int r = 0; r < 8; ++r) {
+      d.d[r] = 0.f;
+      odd[r] = _mm256_setzero_si256();
+      if (r >= nrows) {
+        for (int k = 0; k < 4; ++k) e[k][r] = _mm512_setzero_si512();
+      } else {
+        const Block& b = reinterpret_cast<const Block*>(rows + r * row_stride)[i];
+        d.d[r] = F::d(b);
+        odd[r] = _mm512_castsi512_si256(F::chunk_odd(b));
+        __m512i mag[4];
+        tables.magnitudes(_mm512_loadu_si512(b.qs), F::high(b), mag);
+        const __m512i lo01 = _mm512_unpacklo_epi8(mag[0], mag[1]), hi01 = _mm512_unpackhi_epi8(mag[0], mag[1]);
+        const __m512i lo23 = _mm512_unpacklo_epi8(mag[2], mag[3]), hi23 = _mm512_unpackhi_epi8(mag[2], mag[3]);
+        const __m512i ent[4] = {_mm512_unpacklo_epi16(lo01, lo23), _mm512_unpackhi_epi16(lo01, lo23),
+                                _mm512_unpacklo_epi16(hi01, hi23), _mm512_unpackhi_epi16(hi01, hi23)};
+        alignas(64) uint64_t masks[8];
+        _mm512_store_si512(masks, _mm512_permutexvar_epi16(sign_words, F::value_signs(b)));
+        for (int k = 0; k < 4; ++k) e[k][r] = _mm512_mask_sub_epi8(ent[k], _cvtu64_mask64(masks[2 * k]), _mm512_setzero_si512(), ent[k]);
+      }
+    }
+    transpose8x8_epi32(odd);  // odd[c]: chunk c's multiplier of each row
+    for (int c = 0; c < 8; ++c) {
+      const __m256i pair = _mm256_or_si256(odd[c], _mm256_slli_epi32(odd[c], 16));  // twice as 16 bits
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d.sc[2 * c]), pair);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d.sc[2 * c + 1]), pair);
+    }
+    std::memset(d.dmin, 0, sizeof(d.dmin));
+    std::memset(d.mn, 0, sizeof(d.mn));
+    for (int k = 0; k < 4; ++k) {
+      const __m512i* a = e[k];
+      __m512i t[8], u[8];
+      for (int q = 0; q < 4; ++q) {
+        t[2 * q] = _mm512_unpacklo_epi32(a[2 * q], a[2 * q + 1]);
+        t[2 * q + 1] = _mm512_unpackhi_epi32(a[2 * q], a[2 * q + 1]);
+      }
+      for (int h = 0; h < 2; ++h) {  // u[4h + j]: entry j of each lane, rows 4h .. 4h + 3
+        u[4 * h + 0] = _mm512_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
+        u[4 * h + 1] = _mm512_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
+        u[4 * h + 2] = _mm512_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+        u[4 * h + 3] = _mm512_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+      }
+      for (int j = 0; j < 4; j += 2) {  // entries 16L + 4k + j, j + 1: (u[j], u[4 + j], u[j + 1], u[5 + j]) lane L
+        const __m512i s0 = _mm512_shuffle_i32x4(u[j], u[4 + j], _MM_SHUFFLE(1, 0, 1, 0));
+        const __m512i s1 = _mm512_shuffle_i32x4(u[j], u[4 + j], _MM_SHUFFLE(3, 2, 3, 2));
+        const __m512i s2 = _mm512_shuffle_i32x4(u[j + 1], u[5 + j], _MM_SHUFFLE(1, 0, 1, 0));
+        const __m512i s3 = _mm512_shuffle_i32x4(u[j + 1], u[5 + j], _MM_SHUFFLE(3, 2, 3, 2));
+        const __m512i o[4] = {_mm512_shuffle_i32x4(s0, s2, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_i32x4(s0, s2, _MM_SHUFFLE(3, 1, 3, 1)),
+                              _mm512_shuffle_i32x4(s1, s3, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_i32x4(s1, s3, _MM_SHUFFLE(3, 1, 3, 1))};
+        for (int L = 0; L < 4; ++L) _mm512_storeu_si512(d.v[16 * L + 4 * k + j], o[L]);
+      }
+    }
+  }
+}
 
 // IQ2_XXS in plane order too: its grid has 256 entries of 8 values, each one of 3 levels, so
 // values 3h .. 3h + 2 of an entry are a code below 27 (level numbers c0 + 3 c1 + 9 c2; h = 2
@@ -532,7 +635,9 @@ constexpr QDotRowsFn dotq_pairs = by_two_rows<plane8_activations, dotq_pairs_row
 // their own time to it), so fewer instructions around them help less than their count suggests.
 // The planes, the same harness, two runs: IQ2_XXS 15.8, 19.6 -> 12.0, 13.9; IQ3_XXS 25.2, 17.7
 // -> 14.0, 11.5; IQ3_S 23.9, 24.0 -> 18.0, 17.6 (IQ2_XS and IQ2_S, lanes, in the same runs:
-// 14.3, 15.7 -> 14.0, 16.4 and 17.8, 14.9 -> 15.6, 13.1).
+// 14.3, 15.7 -> 14.0, 16.4 and 17.8, 14.9 -> 15.6, 13.1). The planes' prefill decode, calling
+// decode_rows8 on 8 rows of 4096 columns, ns per row and block, AVX2 decode -> this: IQ3_XXS
+// 56.9 -> 24.3, IQ3_S 63.9 -> 25.7.
 void fill_avx512_bitalg_kernels(KernelTable& t) {
   t.isa = "avx512vnni+bitalg";
   t.dotq_rows[static_cast<int>(GgmlType::IQ2_XXS)] = dotq_pairs<PairsIQ2_XXS>;
@@ -540,6 +645,8 @@ void fill_avx512_bitalg_kernels(KernelTable& t) {
   t.dotq_rows[static_cast<int>(GgmlType::IQ2_S)] = dotq_lanes<LanesIQ2_S>;
   t.dotq_rows[static_cast<int>(GgmlType::IQ3_XXS)] = dotq_planes<PlanesIQ3_XXS>;
   t.dotq_rows[static_cast<int>(GgmlType::IQ3_S)] = dotq_planes<PlanesIQ3_S>;
+  t.decode_rows8[static_cast<int>(GgmlType::IQ3_XXS)] = decode_rows8_planes<PlanesIQ3_XXS>;
+  t.decode_rows8[static_cast<int>(GgmlType::IQ3_S)] = decode_rows8_planes<PlanesIQ3_S>;
 }
 
 }  // namespace strata
