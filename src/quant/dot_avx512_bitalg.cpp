@@ -5,7 +5,8 @@
 //     ("lanes", below);
 //   - IQ2_XXS, IQ3_XXS and IQ3_S take no table loads at all ("planes", further down): their
 //     grids are codes in registers, looked up with VBMI's byte permutes, and the activations are
-//     copied into the order those lookups give.
+//     copied into the order those lookups give; IQ3_XXS and IQ3_S decode prompts' weight rows
+//     from the same tables.
 //
 // Lanes: that kernel takes a block's 32 grid entries in file order, 8 per gather, so its indices need
 // widening shuffles, its signs one mask move per gather, and its sub-scales one permute per
