@@ -28,6 +28,7 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+#include <type_traits>
 #include <vector>
 
 #include "quant/formats.h"
@@ -84,24 +85,17 @@ inline __mmask64 load_mask64(const uint8_t* p) {
   std::memcpy(&v, p, 8);
   return _cvtu64_mask64(v);
 }
-// Constant vectors from a rule per element (byte, 16-bit or 32-bit lane).
-template <class Fn>
-std::array<uint8_t, 64> make_bytes(Fn f) {
-  std::array<uint8_t, 64> c{};
-  for (int j = 0; j < 64; ++j) c[j] = static_cast<uint8_t>(f(j));
+// A constant vector's lanes (T: bytes, 16- or 32-bit lanes) from a rule per lane.
+template <class T, class Fn>
+std::array<T, 64 / sizeof(T)> make_lanes(Fn f) {
+  std::array<T, 64 / sizeof(T)> c{};
+  for (size_t j = 0; j < c.size(); ++j) c[j] = static_cast<T>(f(static_cast<int>(j)));
   return c;
 }
-template <class Fn>
-std::array<uint16_t, 32> make_words(Fn f) {
-  std::array<uint16_t, 32> c{};
-  for (int j = 0; j < 32; ++j) c[j] = static_cast<uint16_t>(f(j));
-  return c;
-}
-template <class Fn>
-std::array<uint32_t, 16> make_dwords(Fn f) {
-  std::array<uint32_t, 16> c{};
-  for (int j = 0; j < 16; ++j) c[j] = static_cast<uint32_t>(f(j));
-  return c;
+template <class T>
+__m512i load_table(const T& values) {
+  static_assert(sizeof(values) == 64);
+  return _mm512_loadu_si512(values.data());
 }
 inline long long load8(const uint8_t* p) {
   long long v;
@@ -209,19 +203,16 @@ void by_two_rows(int n, const uint8_t* w, size_t row_stride, int nrows, const ui
 template <class F>
 constexpr QDotRowsFn dotq_lanes = by_two_rows<transposed_activations, dotq_lanes_rows<F, 2>, dotq_lanes_rows<F, 1>>;
 
-// IQ3_XXS and IQ3_S without gathers (VBMI): their grids have 256 and 512 entries of 4 values,
-// each one of 8 levels, so an entry's values 2h and 2h + 1 are a 6-bit code (level numbers
-// c0 + 8 c1), and code plane h is a 256- or 512-byte table (four or eight registers) that two or
-// four vpermi2b and blends on the index's top bits look up for 64 indices at once; one vpermb
-// per value then turns codes into levels (a 64-byte table each). So one block row's indices give
-// four "planes" of magnitudes, plane p holding values 4e + p (e = 0..63), in 4 (IQ3_S: 8)
-// vpermi2b and 4 vpermb where the gather kernels take 4 gathers of 16 entries. The activations
-// are copied in plane order once per call (plane p of a block: its values 4e + p), the signs
-// come out of the row's 256 sign bits with one vpshufbitqmb per plane (bit e of plane p's mask:
-// sign 4e + p), and every plane's 16-bit lanes 2m, 2m + 1 (entries 4m .. 4m + 3) lie in one
-// 32-value chunk, so one scale vector serves all four planes. The block's integer total is the
-// one every kernel of the format forms and the float step is sum_blocks', so the bits are those
-// of dot_avx512.cpp's gather kernels.
+// IQ2_XXS's and IQ3_XXS's chunk words (32-bit lanes of q): four 7-bit sign fields, bytes of
+// signs once their parity is added (bit v of a row's 256: value v's sign), and the chunk's scale
+// in bits 28..31, wanted as 2s + 1.
+inline __m512i chunk_word_signs(__m512i q) {
+  const __m512i u = _mm512_ternarylogic_epi32(q, _mm512_slli_epi32(q, 2), _mm512_set1_epi32(0x3FFF), 0xE4);
+  return with_parity_bit7(_mm512_ternarylogic_epi32(u, _mm512_slli_epi32(u, 1), _mm512_set1_epi32(0x007F007F), 0xE4));
+}
+inline __m512i chunk_word_odd(__m512i q) {
+  return _mm512_ternarylogic_epi32(_mm512_srli_epi32(q, 27), _mm512_set1_epi32(0x1E), _mm512_set1_epi32(1), 0xEA);
+}
 // The distinct bytes (levels) of a grid's entries, ascending; there must be `count` of them.
 template <class Entry>
 std::vector<uint8_t> grid_levels(const Entry* grid, int entries, size_t count) {
@@ -237,14 +228,32 @@ std::vector<uint8_t> grid_levels(const Entry* grid, int entries, size_t count) {
 inline int level_number(const std::vector<uint8_t>& levels, uint64_t v) {
   return static_cast<int>(std::lower_bound(levels.begin(), levels.end(), static_cast<uint8_t>(v)) - levels.begin());
 }
-template <int Entries>
+// IQ3_XXS and IQ3_S without gathers (VBMI): their grids have 256 and 512 entries of 4 values,
+// each one of 8 levels, so an entry's values 2h and 2h + 1 are a 6-bit code (level numbers
+// c0 + 8 c1), and code plane h is a 256- or 512-byte table (four or eight registers) that two or
+// four vpermi2b and blends on the index's top bits look up for 64 indices at once; one vpermb
+// per value then turns codes into levels (a 64-byte table each). So one block row's indices give
+// four "planes" of magnitudes, plane p holding values 4e + p (e = 0..63), in 4 (IQ3_S: 8)
+// vpermi2b and 4 vpermb where the gather kernels take 4 gathers of 16 entries. The activations
+// are copied in plane order once per call (plane p of a block: its values 4e + p), the signs
+// come out of the row's 256 sign bits with one vpshufbitqmb per plane (bit e of plane p's mask:
+// sign 4e + p), and every plane's 16-bit lanes 2m, 2m + 1 (entries 4m .. 4m + 3) lie in one
+// 32-value chunk, so one scale vector serves all four planes. The block's integer total is the
+// one every kernel of the format forms and the float step is sum_blocks', so the bits are those
+// of dot_avx512.cpp's gather kernels.
+// H code planes of a grid of Entries entries, and H tables from code to level (one per value a
+// code holds).
+template <int H, int Entries>
 struct CodePlanes {
-  alignas(64) uint8_t codes[2][Entries];  // entry e's values 2h, 2h + 1 as level numbers c0 + 8 c1
-  alignas(64) uint8_t level[2][64];       // code c's first value (level c % 8), its second (level c / 8)
+  static constexpr int kEntries = Entries;
+  alignas(64) uint8_t codes[H][Entries];
+  alignas(64) uint8_t level[H][64];
 };
+// 3-bit grids: entry e's values 2h, 2h + 1 as level numbers c0 + 8 c1; code c's first value is
+// level c % 8, its second level c / 8.
 template <int Entries>
-CodePlanes<Entries> code_planes(const uint32_t* grid) {
-  CodePlanes<Entries> t{};
+CodePlanes<2, Entries> code_planes(const uint32_t* grid) {
+  CodePlanes<2, Entries> t{};
   const std::vector<uint8_t> levels = grid_levels(grid, Entries, 8);
   auto number = [&](uint32_t v) { return level_number(levels, v); };
   for (int e = 0; e < Entries; ++e)
@@ -255,33 +264,45 @@ CodePlanes<Entries> code_planes(const uint32_t* grid) {
   }
   return t;
 }
-// vpermb/vpshufbitqmb control with byte e = (4e + p) & mask.
-inline __m512i plane_control(int p, int mask) {
-  alignas(64) uint8_t c[64];
-  for (int e = 0; e < 64; ++e) c[e] = static_cast<uint8_t>((4 * e + p) & mask);
-  return _mm512_load_si512(c);
-}
-// The Q8_K values of n columns in plane order: block i's plane p is bytes 256i + 64p onwards.
-const int8_t* plane_activations(int n, const uint8_t* xq) {
+// vpshufbitqmb control with byte e = (4e + p) & 63.
+inline __m512i plane_control(int p) { return load_table(make_lanes<uint8_t>([p](int e) { return (4 * e + p) & 63; })); }
+// A call's Q8_K values reordered into kPlanes 64-byte planes per block (block i's plane p at
+// bytes 64 (kPlanes i + p) onwards): byte j of plane p is value source(p, j) of the block.
+template <int kPlanes, class Source>
+const int8_t* activation_planes(int n, const uint8_t* xq, Source source) {
   thread_local std::vector<uint64_t> buf;
-  buf.resize(static_cast<size_t>(n / 256) * 32);
+  buf.resize(static_cast<size_t>(n / 256) * 8 * kPlanes);
   const auto* y = reinterpret_cast<const BlockQ8_K*>(xq);
-  const __m512i ctl[4] = {plane_control(0, 127), plane_control(1, 127), plane_control(2, 127), plane_control(3, 127)};
+  __m512i ctl[kPlanes];
+  __mmask64 upper[kPlanes];  // bytes taken from values 128..255
+  for (int p = 0; p < kPlanes; ++p) {
+    ctl[p] = load_table(make_lanes<uint8_t>([&](int j) { return source(p, j) & 127; }));
+    upper[p] = 0;
+    for (int j = 0; j < 64; ++j) upper[p] |= static_cast<uint64_t>(source(p, j) >= 128) << j;
+  }
   for (int i = 0; i < n / 256; ++i) {
     __m512i v[4];
     for (int k = 0; k < 4; ++k) v[k] = _mm512_loadu_si512(y[i].qs + 64 * k);
-    for (int p = 0; p < 4; ++p)  // entries 0..31 from values 0..127, 32..63 from 128..255
-      _mm512_storeu_si512(&buf[32 * i + 8 * p], _mm512_mask_blend_epi8(0xFFFFFFFF00000000ull, _mm512_permutex2var_epi8(v[0], ctl[p], v[1]),
-                                                                        _mm512_permutex2var_epi8(v[2], ctl[p], v[3])));
+    for (int p = 0; p < kPlanes; ++p)
+      _mm512_storeu_si512(&buf[8 * (kPlanes * i + p)], _mm512_mask_blend_epi8(upper[p], _mm512_permutex2var_epi8(v[0], ctl[p], v[1]),
+                                                                              _mm512_permutex2var_epi8(v[2], ctl[p], v[3])));
   }
   return reinterpret_cast<const int8_t*>(buf.data());
 }
+// Plane p: values 4e + p (e = 0..63).
+const int8_t* plane_activations(int n, const uint8_t* xq) {
+  return activation_planes<4>(n, xq, [](int p, int e) { return 4 * e + p; });
+}
 // 16-bit lane l of the result: 32-bit lane l / 4 of v (chunk l / 4's multiplier in every lane
 // of its entries' plane sums).
-inline __m512i chunk_lanes(__m512i v, int first_word) {
-  alignas(64) uint16_t c[32];
-  for (int l = 0; l < 32; ++l) c[l] = static_cast<uint16_t>(2 * (first_word + l / 4));
-  return _mm512_permutexvar_epi16(_mm512_load_si512(c), v);
+template <int kFirstWord>
+inline __m512i chunk_lanes(__m512i v) {
+  static constexpr auto kControl = [] {
+    std::array<uint16_t, 32> c{};
+    for (int l = 0; l < 32; ++l) c[l] = static_cast<uint16_t>(2 * (kFirstWord + l / 4));
+    return c;
+  }();
+  return _mm512_permutexvar_epi16(load_table(kControl), v);
 }
 
 // Per block row: its 64 index bytes (idx), bit 8 of each index (high; IQ3_S), its 256 sign bits
@@ -297,42 +318,31 @@ inline __m512i pair_qwords(__m512i bits, int r) {  // row r's 256 bits in lanes 
 
 struct PlanesIQ3_XXS {
   using Block = BlockIQ3_XXS;
-  static constexpr int kEntries = 256;
-  static const CodePlanes<256>& planes() {
-    static const CodePlanes<256> p = code_planes<256>(iq::tables().iq3xxs);
+  static const CodePlanes<2, 256>& planes() {
+    static const CodePlanes<2, 256> p = code_planes<256>(iq::tables().iq3xxs);
     return p;
   }
   static float d(const Block& b) { return h2f(b.d) * 0.25f; }  // d (0.5 + s) / 2 = (d / 4)(2s + 1)
   static __m256i words(const Block& b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.scales_signs)); }
-  // Chunk words (32-bit lanes of q): four 7-bit sign fields, bytes of signs once their parity
-  // is added (bit v of a row's 256: value v's sign), and the scale in bits 28..31 (as 2s + 1).
-  static __m512i sign_bytes(__m512i q) {
-    const __m512i u = _mm512_ternarylogic_epi32(q, _mm512_slli_epi32(q, 2), _mm512_set1_epi32(0x3FFF), 0xE4);
-    return with_parity_bit7(_mm512_ternarylogic_epi32(u, _mm512_slli_epi32(u, 1), _mm512_set1_epi32(0x007F007F), 0xE4));
-  }
-  static __m512i odd_scales(__m512i q) {
-    return _mm512_ternarylogic_epi32(_mm512_srli_epi32(q, 27), _mm512_set1_epi32(0x1E), _mm512_set1_epi32(1), 0xEA);
-  }
-  static __m512i value_signs(const Block& b) { return sign_bytes(_mm512_castsi256_si512(words(b))); }
-  static __m512i chunk_odd(const Block& b) { return odd_scales(_mm512_castsi256_si512(words(b))); }
+  static __m512i value_signs(const Block& b) { return chunk_word_signs(_mm512_castsi256_si512(words(b))); }
+  static __m512i chunk_odd(const Block& b) { return chunk_word_odd(_mm512_castsi256_si512(words(b))); }
   static __mmask64 high(const Block&) { return 0; }
   template <int NR>
   static void prepare(const Block* const* b, PlaneRow* p) {
     const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(words(*b[0])), words(*b[NR - 1]), 1);
-    const __m512i signs = sign_bytes(q), odd = odd_scales(q);
+    const __m512i signs = chunk_word_signs(q), odd = chunk_word_odd(q);
     for (int r = 0; r < NR; ++r) {
       p[r].idx = _mm512_loadu_si512(b[r]->qs);
       p[r].high = 0;
       p[r].signs = pair_qwords(signs, r);
-      p[r].scale = chunk_lanes(odd, 8 * r);
+      p[r].scale = r == 0 ? chunk_lanes<0>(odd) : chunk_lanes<8>(odd);
     }
   }
 };
 struct PlanesIQ3_S {
   using Block = BlockIQ3_S;
-  static constexpr int kEntries = 512;
-  static const CodePlanes<512>& planes() {
-    static const CodePlanes<512> p = code_planes<512>(iq::tables().iq3s);
+  static const CodePlanes<2, 512>& planes() {
+    static const CodePlanes<2, 512> p = code_planes<512>(iq::tables().iq3s);
     return p;
   }
   static float d(const Block& b) { return h2f(b.d); }
@@ -352,19 +362,21 @@ struct PlanesIQ3_S {
       p[r].idx = _mm512_loadu_si512(b[r]->qs);
       p[r].high = high(*b[r]);
       p[r].signs = pair_qwords(value_signs(*b[r]), 0);
-      p[r].scale = chunk_lanes(chunk_odd(*b[r]), 0);
+      p[r].scale = chunk_lanes<0>(chunk_odd(*b[r]));
     }
   }
 };
 
-// F's code planes and level tables in registers; magnitudes(idx, high, m) gives planes 0..3.
+// F's code planes and level tables in registers: code(...) looks up code plane h for 64
+// indices, magnitudes(idx, high, m) gives a 3-bit grid's planes 0..3.
 template <class F>
 struct PlaneTables {
-  static constexpr int kTables = F::kEntries / 64;
-  __m512i codes[2][kTables], level[2];
+  using Planes = std::remove_cvref_t<decltype(F::planes())>;
+  static constexpr int kTables = Planes::kEntries / 64, kCodes = std::extent_v<decltype(Planes::codes)>;
+  __m512i codes[kCodes][kTables], level[kCodes];
   PlaneTables() {
-    const auto& planes = F::planes();
-    for (int h = 0; h < 2; ++h) {
+    const Planes& planes = F::planes();
+    for (int h = 0; h < kCodes; ++h) {
       for (int k = 0; k < kTables; ++k) codes[h][k] = _mm512_load_si512(planes.codes[h] + 64 * k);
       level[h] = _mm512_load_si512(planes.level[h]);
     }
@@ -391,7 +403,7 @@ template <class F, int NR>
 void dotq_planes_rows(int n, const uint8_t* w, size_t ws, const uint8_t* xq, const int8_t* yp, float* out) {
   using Block = typename F::Block;
   const PlaneTables<F> tables;
-  const __m512i sign_ctl[4] = {plane_control(0, 63), plane_control(1, 63), plane_control(2, 63), plane_control(3, 63)};
+  const __m512i sign_ctl[4] = {plane_control(0), plane_control(1), plane_control(2), plane_control(3)};
   const auto* y = reinterpret_cast<const BlockQ8_K*>(xq);
   auto block = [&](int i, __m512i* tot, float* dy) __attribute__((always_inline)) {
     __m512i yv[4];
@@ -434,10 +446,7 @@ template <class F>
 void decode_rows8_planes(int n, const uint8_t* rows, size_t row_stride, int nrows, uint8_t* out) {
   using Block = typename F::Block;
   const PlaneTables<F> tables;
-  alignas(64) uint16_t word_ctl[32];
-  for (int k = 0; k < 4; ++k)
-    for (int L = 0; L < 8; ++L) word_ctl[8 * k + L] = static_cast<uint16_t>(L < 4 ? 4 * L + k : 0);
-  const __m512i sign_words = _mm512_load_si512(word_ctl);  // word 8k + L: word 4L + k
+  const __m512i sign_words = load_table(make_lanes<uint16_t>([](int w) { return w % 8 < 4 ? 4 * (w % 8) + w / 8 : 0; }));  // word 8k + L: word 4L + k
   auto* db = reinterpret_cast<DecodedX8Block*>(out);
   for (int i = 0; i < n / 256; ++i) {
     DecodedX8Block& d = db[i];
@@ -508,14 +517,11 @@ void decode_rows8_planes(int n, const uint8_t* rows, size_t row_stride, int nrow
 // 2m + 1 are entries 2m, 2m + 1 of the pair, which share a sub-scale, so one scale vector serves
 // all planes and the 32-bit lanes of row r are 8r .. 8r + 7. (IQ2_XS the same way, its 512-entry
 // code planes taking four vpermt2b each: no faster than its gathers here, so it keeps them.)
+// 2-bit grids: entry e's values 3h .. 3h + 2 as c0 + 3 c1 + 9 c2; code c's value k is level
+// (c / 3^k) % 3.
 template <int Entries>
-struct CodePlanes3 {
-  alignas(64) uint8_t codes[3][Entries];  // entry e's values 3h .. 3h + 2 as c0 + 3 c1 + 9 c2
-  alignas(64) uint8_t level[3][64];       // code c's value k: level (c / 3^k) % 3
-};
-template <int Entries>
-CodePlanes3<Entries> code_planes3(const uint64_t* grid) {
-  CodePlanes3<Entries> t{};
+CodePlanes<3, Entries> code_planes3(const uint64_t* grid) {
+  CodePlanes<3, Entries> t{};
   const std::vector<uint8_t> levels = grid_levels(grid, Entries, 3);
   for (int e = 0; e < Entries; ++e)
     for (int v = 7; v >= 0; --v)  // Horner, highest value first
@@ -524,31 +530,9 @@ CodePlanes3<Entries> code_planes3(const uint64_t* grid) {
     for (int k = 0, p = 1; k < 3; ++k, p *= 3) t.level[k][c] = levels[(c / p) % 3];
   return t;
 }
-// The Q8_K values of n columns in 8-value planes: block i's plane v (bytes 512i + 64v onwards)
-// holds values 8e + v (e = 0..31) in both 32-byte halves.
+// Plane v: values 8e + v (e = 0..31), in both 32-byte halves.
 const int8_t* plane8_activations(int n, const uint8_t* xq) {
-  thread_local std::vector<uint64_t> buf;
-  buf.resize(static_cast<size_t>(n / 256) * 64);
-  const auto* y = reinterpret_cast<const BlockQ8_K*>(xq);
-  __m512i ctl[8];
-  for (int v = 0; v < 8; ++v) {
-    alignas(64) uint8_t c[64];
-    for (int j = 0; j < 64; ++j) c[j] = static_cast<uint8_t>((8 * (j % 32) + v) & 127);
-    ctl[v] = _mm512_load_si512(c);
-  }
-  for (int i = 0; i < n / 256; ++i) {
-    __m512i q[4];
-    for (int k = 0; k < 4; ++k) q[k] = _mm512_loadu_si512(y[i].qs + 64 * k);
-    for (int v = 0; v < 8; ++v)  // entries 0..15 of each half from values 0..127, 16..31 from 128..255
-      _mm512_storeu_si512(&buf[64 * i + 8 * v], _mm512_mask_blend_epi8(0xFFFF0000FFFF0000ull, _mm512_permutex2var_epi8(q[0], ctl[v], q[1]),
-                                                                        _mm512_permutex2var_epi8(q[2], ctl[v], q[3])));
-  }
-  return reinterpret_cast<const int8_t*>(buf.data());
-}
-template <class T>
-__m512i load_table(const T& values) {
-  static_assert(sizeof(values) == 64);
-  return _mm512_loadu_si512(values.data());
+  return activation_planes<8>(n, xq, [](int v, int j) { return 8 * (j % 32) + v; });
 }
 // A row pair's entries: indices (idx), sign bytes (signs: byte j has entry j's 8 signs, bit 7
 // the parity of the rest), the sub-scale multipliers 2s + 1 per 16-bit lane (scale).
@@ -558,41 +542,34 @@ struct PairRows {
 
 struct PairsIQ2_XXS {
   using Block = BlockIQ2_XXS;
-  static const CodePlanes3<256>& planes() {
-    static const CodePlanes3<256> p = code_planes3<256>(iq::tables().iq2xxs);
+  static const CodePlanes<3, 256>& planes() {
+    static const CodePlanes<3, 256> p = code_planes3<256>(iq::tables().iq2xxs);
     return p;
   }
   static float d(const Block& b) { return h2f(b.d) * 0.125f; }  // d (0.5 + s) / 4 = (d / 8)(2s + 1)
   // Chunk c (32 values) is 8 bytes: entries 4c .. 4c + 3's indices, then a word with their four
   // 7-bit sign fields and the chunk's scale in bits 28..31.
   struct Controls {
-    __m512i index = load_table(make_bytes([](int j) { return 64 * (j / 32) + 8 * (j % 32 / 4) + j % 4; }));
-    __m512i word = load_table(make_dwords([](int l) { return 16 * (l / 8) + 2 * (l % 8) + 1; }));
-    __m512i scale = load_table(make_words([](int l) { return 2 * (8 * (l / 16) + l % 16 / 2); }));  // its chunk's word, low half
+    __m512i index = load_table(make_lanes<uint8_t>([](int j) { return 64 * (j / 32) + 8 * (j % 32 / 4) + j % 4; }));
+    __m512i word = load_table(make_lanes<uint32_t>([](int l) { return 16 * (l / 8) + 2 * (l % 8) + 1; }));
+    __m512i scale = load_table(make_lanes<uint16_t>([](int l) { return 2 * (8 * (l / 16) + l % 16 / 2); }));  // its chunk's word, low half
   };
   static PairRows prepare(const Block& b0, const Block& b1, const Controls& c) {
     const __m512i q0 = _mm512_loadu_si512(b0.qs), q1 = _mm512_loadu_si512(b1.qs);
     PairRows p;
     p.idx = _mm512_permutex2var_epi8(q0, c.index, q1);
     const __m512i words = _mm512_permutex2var_epi32(q0, c.word, q1);
-    const __m512i u = _mm512_ternarylogic_epi32(words, _mm512_slli_epi32(words, 2), _mm512_set1_epi32(0x3FFF), 0xE4);
-    p.signs = with_parity_bit7(_mm512_ternarylogic_epi32(u, _mm512_slli_epi32(u, 1), _mm512_set1_epi32(0x007F007F), 0xE4));
-    p.scale = _mm512_permutexvar_epi16(c.scale, _mm512_ternarylogic_epi32(_mm512_srli_epi32(words, 27), _mm512_set1_epi32(0x1E),
-                                                                          _mm512_set1_epi32(1), 0xEA));
+    p.signs = chunk_word_signs(words);
+    p.scale = _mm512_permutexvar_epi16(c.scale, chunk_word_odd(words));
     return p;
   }
 };
 template <class F, int NR>
 void dotq_pairs_rows(int n, const uint8_t* w, size_t ws, const uint8_t* xq, const int8_t* yp, float* out) {
   using Block = typename F::Block;
-  const auto& planes = F::planes();
-  __m512i codes[3][4], level[3];
-  for (int h = 0; h < 3; ++h) {
-    for (int k = 0; k < 4; ++k) codes[h][k] = _mm512_load_si512(planes.codes[h] + 64 * k);
-    level[h] = _mm512_load_si512(planes.level[h]);
-  }
+  const PlaneTables<F> tables;
   __m512i sign_ctl[8];
-  for (int v = 0; v < 8; ++v) sign_ctl[v] = load_table(make_bytes([v](int j) { return 8 * (j % 8) + v; }));
+  for (int v = 0; v < 8; ++v) sign_ctl[v] = load_table(make_lanes<uint8_t>([v](int j) { return 8 * (j % 8) + v; }));
   const typename F::Controls controls;
   const auto* y = reinterpret_cast<const BlockQ8_K*>(xq);
   auto block = [&](int i, __m512i* tot, float* dy) __attribute__((always_inline)) {
@@ -603,14 +580,13 @@ void dotq_pairs_rows(int n, const uint8_t* w, size_t ws, const uint8_t* xq, cons
     const __mmask64 upper = _mm512_movepi8_mask(p.idx);  // index bit 7
     __m512i prod[8];
     STRATA_UNROLL for (int h = 0; h < 3; ++h) {
-      const __m512i code = _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(codes[h][0], p.idx, codes[h][1]),
-                                                  _mm512_permutex2var_epi8(codes[h][2], p.idx, codes[h][3]));
+      const __m512i code = tables.code(p.idx, upper, 0, h);
       STRATA_UNROLL for (int k = 0; k < 3; ++k) {
         const int v = 3 * h + k;
         if (v == 8) break;
         const __m512i yv = _mm512_loadu_si512(yp + 512 * i + 64 * v);
         const __m512i ys = _mm512_mask_sub_epi8(yv, _mm512_bitshuffle_epi64_mask(p.signs, sign_ctl[v]), _mm512_setzero_si512(), yv);
-        prod[v] = _mm512_maddubs_epi16(_mm512_permutexvar_epi8(code, level[k]), ys);
+        prod[v] = _mm512_maddubs_epi16(_mm512_permutexvar_epi8(code, tables.level[k]), ys);
       }
     }
     // two planes' 16-bit sums add first: 4 products of at most 43 * 127, below 2^15
