@@ -241,13 +241,13 @@ inline int level_number(const std::vector<uint8_t>& levels, uint64_t v) {
 // 32-value chunk, so one scale vector serves all four planes. The block's integer total is the
 // one every kernel of the format forms and the float step is sum_blocks', so the bits are those
 // of dot_avx512.cpp's gather kernels.
-// H code planes of a grid of Entries entries, and H tables from code to level (one per value a
+// H code planes of a grid of Entries entries, and L tables from code to level (one per value a
 // code holds).
-template <int H, int Entries>
+template <int H, int Entries, int L = H>
 struct CodePlanes {
   static constexpr int kEntries = Entries;
   alignas(64) uint8_t codes[H][Entries];
-  alignas(64) uint8_t level[H][64];
+  alignas(64) uint8_t level[L][64];
 };
 // 3-bit grids: entry e's values 2h, 2h + 1 as level numbers c0 + 8 c1; code c's first value is
 // level c % 8, its second level c / 8.
@@ -267,25 +267,42 @@ CodePlanes<2, Entries> code_planes(const uint32_t* grid) {
 // vpshufbitqmb control with byte e = (4e + p) & 63.
 inline __m512i plane_control(int p) { return load_table(make_lanes<uint8_t>([p](int e) { return (4 * e + p) & 63; })); }
 // A call's Q8_K values reordered into kPlanes 64-byte planes per block (block i's plane p at
-// bytes 64 (kPlanes i + p) onwards): byte j of plane p is value source(p, j) of the block.
-template <int kPlanes, class Source>
-const int8_t* activation_planes(int n, const uint8_t* xq, Source source) {
-  thread_local std::vector<uint64_t> buf;
-  buf.resize(static_cast<size_t>(n / 256) * 8 * kPlanes);
-  const auto* y = reinterpret_cast<const BlockQ8_K*>(xq);
-  __m512i ctl[kPlanes];
-  __mmask64 upper[kPlanes];  // bytes taken from values 128..255
-  for (int p = 0; p < kPlanes; ++p) {
-    ctl[p] = load_table(make_lanes<uint8_t>([&](int j) { return source(p, j) & 127; }));
-    upper[p] = 0;
-    for (int j = 0; j < 64; ++j) upper[p] |= static_cast<uint64_t>(source(p, j) >= 128) << j;
-  }
-  for (int i = 0; i < n / 256; ++i) {
-    __m512i v[4];
-    for (int k = 0; k < 4; ++k) v[k] = _mm512_loadu_si512(y[i].qs + 64 * k);
+// bytes 64 (kStride i + p) onwards): byte j of plane p is value source(p, j) of the block. With
+// kMagnitudes, the planes hold the values' magnitudes and one more plane follows them, their
+// signs (bit p of byte j: plane p's byte j is negative).
+template <int kPlanes, bool kMagnitudes = false, class Source>
+const int8_t* activation_planes(int n, const uint8_t* xq, Source) {
+  constexpr int kStride = kPlanes + (kMagnitudes ? 1 : 0);
+  struct Controls {
+    std::array<std::array<uint8_t, 64>, kPlanes> ctl;  // vpermt2b control of plane p
+    std::array<uint64_t, kPlanes> upper;                // bytes taken from values 128..255
+  };
+  static constexpr Controls kControls = [] {
+    Controls c{};
     for (int p = 0; p < kPlanes; ++p)
-      _mm512_storeu_si512(&buf[8 * (kPlanes * i + p)], _mm512_mask_blend_epi8(upper[p], _mm512_permutex2var_epi8(v[0], ctl[p], v[1]),
-                                                                              _mm512_permutex2var_epi8(v[2], ctl[p], v[3])));
+      for (int j = 0; j < 64; ++j) {
+        c.ctl[p][j] = static_cast<uint8_t>(Source{}(p, j) & 127);
+        c.upper[p] |= static_cast<uint64_t>(Source{}(p, j) >= 128) << j;
+      }
+    return c;
+  }();
+  thread_local std::vector<uint64_t> buf;
+  buf.resize(static_cast<size_t>(n / 256) * 8 * kStride);
+  const auto* y = reinterpret_cast<const BlockQ8_K*>(xq);
+  for (int i = 0; i < n / 256; ++i) {
+    __m512i v[4], signs = _mm512_setzero_si512();
+    for (int k = 0; k < 4; ++k) v[k] = _mm512_loadu_si512(y[i].qs + 64 * k);
+    STRATA_UNROLL for (int p = 0; p < kPlanes; ++p) {
+      const __m512i ctl = load_table(kControls.ctl[p]);
+      __m512i plane = _mm512_mask_blend_epi8(_cvtu64_mask64(kControls.upper[p]), _mm512_permutex2var_epi8(v[0], ctl, v[1]),
+                                             _mm512_permutex2var_epi8(v[2], ctl, v[3]));
+      if constexpr (kMagnitudes) {
+        signs = _mm512_or_si512(signs, _mm512_maskz_set1_epi8(_mm512_movepi8_mask(plane), static_cast<char>(1 << p)));
+        plane = _mm512_abs_epi8(plane);
+      }
+      _mm512_storeu_si512(&buf[8 * (kStride * i + p)], plane);
+    }
+    if constexpr (kMagnitudes) _mm512_storeu_si512(&buf[8 * (kStride * i + kPlanes)], signs);
   }
   return reinterpret_cast<const int8_t*>(buf.data());
 }
@@ -372,14 +389,14 @@ struct PlanesIQ3_S {
 template <class F>
 struct PlaneTables {
   using Planes = std::remove_cvref_t<decltype(F::planes())>;
-  static constexpr int kTables = Planes::kEntries / 64, kCodes = std::extent_v<decltype(Planes::codes)>;
-  __m512i codes[kCodes][kTables], level[kCodes];
+  static constexpr int kTables = Planes::kEntries / 64, kCodes = std::extent_v<decltype(Planes::codes)>,
+                       kLevels = std::extent_v<decltype(Planes::level)>;
+  __m512i codes[kCodes][kTables], level[kLevels];
   PlaneTables() {
     const Planes& planes = F::planes();
-    for (int h = 0; h < kCodes; ++h) {
+    for (int h = 0; h < kCodes; ++h)
       for (int k = 0; k < kTables; ++k) codes[h][k] = _mm512_load_si512(planes.codes[h] + 64 * k);
-      level[h] = _mm512_load_si512(planes.level[h]);
-    }
+    for (int k = 0; k < kLevels; ++k) level[k] = _mm512_load_si512(planes.level[k]);
   }
   __m512i code(__m512i idx, __mmask64 upper, __mmask64 high, int h) const {
     __m512i c = _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(codes[h][0], idx, codes[h][1]),
@@ -507,43 +524,53 @@ void decode_rows8_planes(int n, const uint8_t* rows, size_t row_stride, int nrow
 }
 
 // IQ2_XXS in plane order too: its grid has 256 entries of 8 values, each one of 3 levels, so
-// values 3h .. 3h + 2 of an entry are a code below 27 (level numbers c0 + 3 c1 + 9 c2; h = 2
-// holds the last two), code plane h a 256-byte table in registers as above, and one vpermb per
-// value turns codes into levels. A block row has 32 entries, so a register holds two rows' (row
-// r's entry e at byte 32r + e; an odd last row is paired with itself and its copy dropped), and
-// plane v (v = 0..7) holds values 8e + v: 3 code lookups and 8 vpermb per two block rows against
-// 8 gathers of 8 entries. Plane v of the activations is their values 8e + v, in both halves; the
-// signs for plane v are bit v of each entry's sign byte (one vpshufbitqmb); 16-bit lanes 2m,
-// 2m + 1 are entries 2m, 2m + 1 of the pair, which share a sub-scale, so one scale vector serves
-// all planes and the 32-bit lanes of row r are 8r .. 8r + 7. (IQ2_XS the same way, its 512-entry
-// code planes taking four vpermt2b each: no faster than its gathers here, so it keeps them.)
-// 2-bit grids: entry e's values 3h .. 3h + 2 as c0 + 3 c1 + 9 c2; code c's value k is level
-// (c / 3^k) % 3.
+// values 4h .. 4h + 2 of an entry are a code below 27 (level numbers c0 + 3 c1 + 9 c2) and with
+// value 4h + 3's level number at bits 5, 6 all four fit a byte; code plane h (h = 0, 1) is a
+// 256-byte table in registers as above, and one vpermb per value turns codes into levels (values
+// 4h .. 4h + 2 from the code's low 6 bits, value 4h + 3 from the code shifted right by 2). A
+// block row has 32 entries, so a register holds two rows' (row r's entry e at byte 32r + e; an
+// odd last row is paired with itself and its copy dropped), and plane v (v = 0..7) holds values
+// 8e + v: 2 code lookups and 8 vpermb per two block rows against 8 gathers of 8 entries. The
+// activations are copied as magnitudes in plane order (plane v: values 8e + v, in both halves)
+// plus one plane of their signs, in the weights' layout (bit v of byte e: value 8e + v), so one
+// xor gives every product's sign; bit v of it goes to bit 5 of the level lookup's index (a shift
+// and a bit select), whose tables hold the negated levels at 32 and up, and vpdpbusd multiplies
+// signed levels by unsigned magnitudes. 32-bit lane m of every plane holds entries 4m .. 4m + 3
+// of the pair, one chunk of one row, so vpdpbusd sums all planes per chunk and one multiply by
+// the chunk scales ends the block (row r in lanes 8r .. 8r + 7). (IQ2_XS the same way, its
+// 512-entry code planes taking four vpermt2b each, was no faster than its gathers, so it keeps them.)
+// 2-bit grids: entry e's values 4h + k (k < 3) and 4h + 3 as code c0 + 3 c1 + 9 c2 + 32 c3 for
+// plane h; level table k (k < 3) maps index i to level (i % 32 / 3^k) % 3, table 3 index i to
+// level (i / 8) % 4, negated where bit 5 of i is set.
 template <int Entries>
-CodePlanes<3, Entries> code_planes3(const uint64_t* grid) {
-  CodePlanes<3, Entries> t{};
+CodePlanes<2, Entries, 4> code_quads(const uint64_t* grid) {
+  CodePlanes<2, Entries, 4> t{};
   const std::vector<uint8_t> levels = grid_levels(grid, Entries, 3);
+  auto number = [&](int e, int v) { return level_number(levels, grid[e] >> (8 * v)); };
   for (int e = 0; e < Entries; ++e)
-    for (int v = 7; v >= 0; --v)  // Horner, highest value first
-      t.codes[v / 3][e] = static_cast<uint8_t>(3 * t.codes[v / 3][e] + level_number(levels, grid[e] >> (8 * v)));
-  for (int c = 0; c < 64; ++c)
-    for (int k = 0, p = 1; k < 3; ++k, p *= 3) t.level[k][c] = levels[(c / p) % 3];
+    for (int h = 0; h < 2; ++h)
+      t.codes[h][e] = static_cast<uint8_t>(number(e, 4 * h) + 3 * number(e, 4 * h + 1) + 9 * number(e, 4 * h + 2) + 32 * number(e, 4 * h + 3));
+  for (int i = 0; i < 64; ++i) {
+    const int sign = i & 32 ? -1 : 1;
+    for (int k = 0, p = 1; k < 3; ++k, p *= 3) t.level[k][i] = static_cast<uint8_t>(sign * levels[(i % 32 / p) % 3]);
+    t.level[3][i] = static_cast<uint8_t>(sign * levels[std::min(i / 8 % 4, 2)]);  // index bits 3, 4: c3 < 3
+  }
   return t;
 }
-// Plane v: values 8e + v (e = 0..31), in both 32-byte halves.
-const int8_t* plane8_activations(int n, const uint8_t* xq) {
-  return activation_planes<8>(n, xq, [](int v, int j) { return 8 * (j % 32) + v; });
+// Plane v: magnitudes of values 8e + v (e = 0..31), in both 32-byte halves; then their signs.
+const int8_t* plane8_magnitudes(int n, const uint8_t* xq) {
+  return activation_planes<8, true>(n, xq, [](int v, int j) { return 8 * (j % 32) + v; });
 }
 // A row pair's entries: indices (idx), sign bytes (signs: byte j has entry j's 8 signs, bit 7
-// the parity of the rest), the sub-scale multipliers 2s + 1 per 16-bit lane (scale).
+// the parity of the rest), the chunk multipliers 2s + 1 per 32-bit lane (scale).
 struct PairRows {
   __m512i idx, signs, scale;
 };
 
 struct PairsIQ2_XXS {
   using Block = BlockIQ2_XXS;
-  static const CodePlanes<3, 256>& planes() {
-    static const CodePlanes<3, 256> p = code_planes3<256>(iq::tables().iq2xxs);
+  static const CodePlanes<2, 256, 4>& planes() {
+    static const CodePlanes<2, 256, 4> p = code_quads<256>(iq::tables().iq2xxs);
     return p;
   }
   static float d(const Block& b) { return h2f(b.d) * 0.125f; }  // d (0.5 + s) / 4 = (d / 8)(2s + 1)
@@ -552,7 +579,6 @@ struct PairsIQ2_XXS {
   struct Controls {
     __m512i index = load_table(make_lanes<uint8_t>([](int j) { return 64 * (j / 32) + 8 * (j % 32 / 4) + j % 4; }));
     __m512i word = load_table(make_lanes<uint32_t>([](int l) { return 16 * (l / 8) + 2 * (l % 8) + 1; }));
-    __m512i scale = load_table(make_lanes<uint16_t>([](int l) { return 2 * (8 * (l / 16) + l % 16 / 2); }));  // its chunk's word, low half
   };
   static PairRows prepare(const Block& b0, const Block& b1, const Controls& c) {
     const __m512i q0 = _mm512_loadu_si512(b0.qs), q1 = _mm512_loadu_si512(b1.qs);
@@ -560,7 +586,7 @@ struct PairsIQ2_XXS {
     p.idx = _mm512_permutex2var_epi8(q0, c.index, q1);
     const __m512i words = _mm512_permutex2var_epi32(q0, c.word, q1);
     p.signs = chunk_word_signs(words);
-    p.scale = _mm512_permutexvar_epi16(c.scale, chunk_word_odd(words));
+    p.scale = chunk_word_odd(words);
     return p;
   }
 };
@@ -568,40 +594,35 @@ template <class F, int NR>
 void dotq_pairs_rows(int n, const uint8_t* w, size_t ws, const uint8_t* xq, const int8_t* yp, float* out) {
   using Block = typename F::Block;
   const PlaneTables<F> tables;
-  __m512i sign_ctl[8];
-  for (int v = 0; v < 8; ++v) sign_ctl[v] = load_table(make_lanes<uint8_t>([v](int j) { return 8 * (j % 8) + v; }));
   const typename F::Controls controls;
   const auto* y = reinterpret_cast<const BlockQ8_K*>(xq);
-  auto block = [&](int i, __m512i* tot, float* dy) __attribute__((always_inline)) {
+  auto block = [&](int i, __m512i& tot, float* dy) __attribute__((always_inline)) {
     const Block* b[2];
     for (int r = 0; r < 2; ++r) b[r] = reinterpret_cast<const Block*>(w + (r < NR ? r : 0) * ws) + i;
     for (int r = 0; r < NR; ++r) prefetch_codes_ahead(b[r]);
     const PairRows p = F::prepare(*b[0], *b[1], controls);
     const __mmask64 upper = _mm512_movepi8_mask(p.idx);  // index bit 7
-    __m512i prod[8];
-    STRATA_UNROLL for (int h = 0; h < 3; ++h) {
+    __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};  // two chains
+    const int8_t* yb = yp + 576 * i;                                      // 8 planes and the signs
+    const __m512i sign = _mm512_xor_si512(p.signs, _mm512_loadu_si512(yb + 512));
+    STRATA_UNROLL for (int h = 0; h < 2; ++h) {
       const __m512i code = tables.code(p.idx, upper, 0, h);
-      STRATA_UNROLL for (int k = 0; k < 3; ++k) {
-        const int v = 3 * h + k;
-        if (v == 8) break;
-        const __m512i yv = _mm512_loadu_si512(yp + 512 * i + 64 * v);
-        const __m512i ys = _mm512_mask_sub_epi8(yv, _mm512_bitshuffle_epi64_mask(p.signs, sign_ctl[v]), _mm512_setzero_si512(), yv);
-        prod[v] = _mm512_maddubs_epi16(_mm512_permutexvar_epi8(code, tables.level[k]), ys);
+      STRATA_UNROLL for (int k = 0; k < 4; ++k) {
+        const int v = 4 * h + k;
+        const __m512i sv = v < 5 ? _mm512_slli_epi16(sign, 5 - v) : v == 5 ? sign : _mm512_srli_epi16(sign, v - 5);  // bit v to bit 5
+        const __m512i idx = _mm512_ternarylogic_epi32(k == 3 ? _mm512_srli_epi16(code, 2) : code, sv, _mm512_set1_epi8(0x20), 0xD8);
+        acc[v % 2] = _mm512_dpbusd_epi32(acc[v % 2], _mm512_loadu_si512(yb + 64 * v), _mm512_permutexvar_epi8(idx, tables.level[k]));
       }
     }
-    // two planes' 16-bit sums add first: 4 products of at most 43 * 127, below 2^15
-    __m512i acc = _mm512_setzero_si512();
-    STRATA_UNROLL for (int v = 0; v < 8; v += 2) acc = _mm512_dpwssd_epi32(acc, _mm512_add_epi16(prod[v], prod[v + 1]), p.scale);
-    STRATA_UNROLL for (int r = 0; r < NR; ++r) {
-      tot[r] = _mm512_maskz_mov_epi32(static_cast<__mmask16>(0xFF << (8 * r)), acc);
-      dy[r] = F::d(*b[r]) * y[i].d;
-    }
+    // per chunk: 32 products of at most 43 * 128, times 2s + 1 <= 31, well inside 32 bits
+    tot = _mm512_mullo_epi32(_mm512_add_epi32(acc[0], acc[1]), p.scale);
+    STRATA_UNROLL for (int r = 0; r < NR; ++r) dy[r] = F::d(*b[r]) * y[i].d;
   };
-  sum_blocks<NR>(n / 256, block, out);
+  sum_pairs<NR>(n / 256, block, out);
 }
 
 template <class F>
-constexpr QDotRowsFn dotq_pairs = by_two_rows<plane8_activations, dotq_pairs_rows<F, 2>, dotq_pairs_rows<F, 1>>;
+constexpr QDotRowsFn dotq_pairs = by_two_rows<plane8_magnitudes, dotq_pairs_rows<F, 2>, dotq_pairs_rows<F, 1>>;
 
 }  // namespace
 
@@ -614,7 +635,11 @@ constexpr QDotRowsFn dotq_pairs = by_two_rows<plane8_activations, dotq_pairs_row
 // -> 14.0, 11.5; IQ3_S 23.9, 24.0 -> 18.0, 17.6 (IQ2_XS and IQ2_S, lanes, in the same runs:
 // 14.3, 15.7 -> 14.0, 16.4 and 17.8, 14.9 -> 15.6, 13.1). The planes' prefill decode, calling
 // decode_rows8 on 8 rows of 4096 columns, ns per row and block, AVX2 decode -> this: IQ3_XXS
-// 56.9 -> 24.3, IQ3_S 63.9 -> 25.7.
+// 56.9 -> 24.3, IQ3_S 63.9 -> 25.7. IQ2_XXS with four values per code, signed level tables and
+// vpdpbusd (and the activation copy's controls made constants), the first harness on 64 rows,
+// three alternated runs, the version before -> this: 18.2, 18.8, 17.9 -> 12.5, 12.8, 12.3 (1024
+// columns), 15.0, 15.1, 14.9 -> 11.3, 10.9, 11.1 (4096); streaming a 200 MB matrix of 1024
+// columns in calls of 32 rows, two runs: 29.4, 18.9 -> 17.2, 11.6.
 void fill_avx512_bitalg_kernels(KernelTable& t) {
   t.isa = "avx512vnni+bitalg";
   t.dotq_rows[static_cast<int>(GgmlType::IQ2_XXS)] = dotq_pairs<PairsIQ2_XXS>;

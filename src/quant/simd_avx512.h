@@ -70,5 +70,34 @@ inline void sum_blocks(int nb, const BlockFn& block, float* out) {
   for (int r = 0; r < NR; ++r) out[r] = acc[r];
 }
 
+// The same for kernels that give one vector per block for two rows, row r's totals in 32-bit
+// lanes 8r .. 8r + 7 (block(i, tot, dy)): four blocks per shuffle tree; NR = 1 drops row 1.
+template <int NR, class PairFn>
+inline void sum_pairs(int nb, const PairFn& block, float* out) {
+  float acc[2] = {};
+  int i = 0;
+  for (; i + 4 <= nb; i += 4) {
+    __m512i v[4];
+    float dy[8];
+    STRATA_UNROLL for (int j = 0; j < 4; ++j) block(i + j, v[j], dy + 2 * j);
+    // 128-bit lane L of z: the four blocks' sums over lane L of each; lanes 0, 1 are row 0's
+    const __m512i a = _mm512_add_epi32(_mm512_unpacklo_epi32(v[0], v[1]), _mm512_unpackhi_epi32(v[0], v[1]));
+    const __m512i b = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2], v[3]), _mm512_unpackhi_epi32(v[2], v[3]));
+    const __m512i z = _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
+    alignas(64) float t[16];  // block j's row r in t[8r + j]
+    _mm512_store_ps(t, _mm512_cvtepi32_ps(_mm512_add_epi32(z, _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(2, 3, 0, 1)))));
+    STRATA_UNROLL for (int k = 0; k < 2 * 4; ++k)
+      if (k % 2 < NR) acc[k % 2] = std::fma(dy[k], t[8 * (k % 2) + k / 2], acc[k % 2]);
+  }
+  for (; i < nb; ++i) {
+    __m512i v;
+    float dy[2];
+    block(i, v, dy);
+    for (int r = 0; r < NR; ++r)
+      acc[r] = std::fma(dy[r], static_cast<float>(_mm512_reduce_add_epi32(_mm512_maskz_mov_epi32(static_cast<__mmask16>(0xFF << (8 * r)), v))), acc[r]);
+  }
+  for (int r = 0; r < NR; ++r) out[r] = acc[r];
+}
+
 }  // namespace
 }  // namespace strata
