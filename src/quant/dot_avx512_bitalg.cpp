@@ -1,9 +1,9 @@
 // Decode of the grid i-quants on AVX-512 with BITALG and VBMI (Ice Lake and later, Zen 4): the
 // integer block totals and float steps of dotq_grid_rows512 (dot_avx512.cpp), so the same bits,
 // with fewer instructions. Two ways:
-//   - IQ2_XS and IQ2_S keep the same 32 table loads per block, in an order that suits them
-//     ("lanes", below);
-//   - IQ2_XXS, IQ3_XXS and IQ3_S take no table loads at all ("planes", further down): their
+//   - IQ2_S keeps the same 32 table loads per block, in an order that suits it ("lanes",
+//     below);
+//   - IQ2_XXS, IQ2_XS, IQ3_XXS and IQ3_S take no table loads at all ("planes", further down): their
 //     grids are codes in registers, looked up with VBMI's byte permutes, and the activations are
 //     copied into the order those lookups give; IQ3_XXS and IQ3_S decode prompts' weight rows
 //     from the same tables.
@@ -11,11 +11,10 @@
 // Lanes: that kernel takes a block's 32 grid entries in file order, 8 per gather, so its indices need
 // widening shuffles, its signs one mask move per gather, and its sub-scales one permute per
 // gather. Here gather m (0..3) takes entries m, 4 + m, ..., 28 + m: entry 4k + m belongs in
-// 64-bit lane k (32k + 8m .. 32k + 8m + 7 are its values), where both formats keep what
+// 64-bit lane k (32k + 8m .. 32k + 8m + 7 are its values), where the format keeps what
 // it needs in lane k of one vector, so
 //   - its indices come out of lane k with a shift and an and (vpgatherqq takes 64-bit indices);
-//   - its 64 sign bits come out of lane k with one vpshufbitqmb (the 8th sign of IQ2_XS, the
-//     parity of the other 7, from vpopcnt): no mask moves;
+//   - its 64 sign bits come out of lane k with one vpshufbitqmb: no mask moves;
 //   - its sub-scale is the same for all of lane k (entries m = 0, 1 and m = 2, 3 share one), so
 //     one shuffle and shifts make every scale vector a block needs;
 //   - the activations are read in the same order: each call first copies its Q8_K values with
@@ -117,29 +116,13 @@ template <class F>
 __mmask64 lane_signs(const Lanes& l, int m) {
   return _mm512_bitshuffle_epi64_mask(l.s, _mm512_set1_epi64(static_cast<long long>(bit_run(F::kSignBit + F::kSignShift * m))));
 }
-// IQ2_XS, IQ2_S: byte k of the 8 scale bytes holds the nibbles of lane k's entries 0, 1 (low)
+// IQ2_S: byte k of the 8 scale bytes holds the nibbles of lane k's entries 0, 1 (low)
 // and 2, 3 (high).
 inline void nibble_scales(const uint8_t* scales, Lanes& l) {
   const __m512i sc = _mm512_shuffle_epi8(_mm512_set1_epi64(load8(scales)), lane_byte_to_words());
   l.scale[0] = odd_low_nibble(sc);
   l.scale[1] = odd_high_nibble(sc);
 }
-
-struct LanesIQ2_XS {
-  using Block = BlockIQ2_XS;
-  static float d(const Block& b) { return h2f(b.d) * 0.125f; }
-  static const uint64_t* table(const iq::Tables& t) { return t.iq2xs; }
-  // Lane k holds codes 4k..4k+3, 16 bits each: a 9-bit index below 7 sign bits.
-  static Lanes prepare(const Block& b) {
-    Lanes l;
-    l.q = _mm512_loadu_si512(b.qs);
-    l.s = with_parity_bit7(_mm512_srli_epi16(l.q, 9));  // each code's signs in its low byte
-    nibble_scales(b.scales, l);
-    return l;
-  }
-  static constexpr int kIndexShift = 16, kIndexMask = 511;
-  static constexpr int kSignBit = 0, kSignShift = 16;
-};
 
 struct LanesIQ2_S {
   using Block = BlockIQ2_S;
@@ -537,8 +520,11 @@ void decode_rows8_planes(int n, const uint8_t* rows, size_t row_stride, int nrow
 // and a bit select), whose tables hold the negated levels at 32 and up, and vpdpbusd multiplies
 // signed levels by unsigned magnitudes. 32-bit lane m of every plane holds entries 4m .. 4m + 3
 // of the pair, one chunk of one row, so vpdpbusd sums all planes per chunk and one multiply by
-// the chunk scales ends the block (row r in lanes 8r .. 8r + 7). (IQ2_XS the same way, its
-// 512-entry code planes taking four vpermt2b each, was no faster than its gathers, so it keeps them.)
+// the chunk scales ends the block (row r in lanes 8r .. 8r + 7). IQ2_XS the same way: its grid
+// has 512 entries of the same levels (code planes of 8 registers, four vpermt2b and three blends
+// per lookup, index bit 8 choosing between halves), and its sub-scales cover 16 values, so
+// 16-bit lane m (entries 2m, 2m + 1) has its own: vpmaddubsw per plane, two planes added, and
+// vpdpwssd by the scales.
 // 2-bit grids: entry e's values 4h + k (k < 3) and 4h + 3 as code c0 + 3 c1 + 9 c2 + 32 c3 for
 // plane h; level table k (k < 3) maps index i to level (i % 32 / 3^k) % 3, table 3 index i to
 // level (i / 8) % 4, negated where bit 5 of i is set.
@@ -561,10 +547,12 @@ CodePlanes<2, Entries, 4> code_quads(const uint64_t* grid) {
 const int8_t* plane8_magnitudes(int n, const uint8_t* xq) {
   return activation_planes<8, true>(n, xq, [](int v, int j) { return 8 * (j % 32) + v; });
 }
-// A row pair's entries: indices (idx), sign bytes (signs: byte j has entry j's 8 signs, bit 7
-// the parity of the rest), the chunk multipliers 2s + 1 per 32-bit lane (scale).
+// A row pair's entries: indices (idx, bit 8 in high), sign bytes (signs: byte j has entry j's 8
+// signs, bit 7 the parity of the rest), the scale multipliers 2s + 1 (scale: per 32-bit lane
+// where F::kChunkScales, else per 16-bit lane).
 struct PairRows {
   __m512i idx, signs, scale;
+  __mmask64 high;
 };
 
 struct PairsIQ2_XXS {
@@ -587,8 +575,40 @@ struct PairsIQ2_XXS {
     const __m512i words = _mm512_permutex2var_epi32(q0, c.word, q1);
     p.signs = chunk_word_signs(words);
     p.scale = chunk_word_odd(words);
+    p.high = 0;
     return p;
   }
+  static constexpr bool kChunkScales = true;
+};
+struct PairsIQ2_XS {
+  using Block = BlockIQ2_XS;
+  static const CodePlanes<2, 512, 4>& planes() {
+    static const CodePlanes<2, 512, 4> p = code_quads<512>(iq::tables().iq2xs);
+    return p;
+  }
+  static float d(const Block& b) { return h2f(b.d) * 0.125f; }  // as IQ2_XXS
+  // Entry e is word e of qs: a 9-bit index below 7 sign bits; byte c of scales holds chunk c's
+  // sub-scales, entries 4c, 4c + 1 in the low nibble.
+  struct Controls {
+    __m512i low = load_table(make_lanes<uint8_t>([](int j) { return 2 * j; }));
+    __m512i high = load_table(make_lanes<uint8_t>([](int j) { return 2 * j + 1; }));
+    // 16-bit lane m: scale byte (m % 16) / 2 of row m / 16 (at byte 32 r of the rows' copy)
+    __m512i scale = load_table(make_lanes<uint16_t>([](int m) { return 32 * (m / 16) + m % 16 / 2; }));
+    __m512i nibble = load_table(make_lanes<uint16_t>([](int m) { return 4 * (m % 2); }));
+  };
+  static PairRows prepare(const Block& b0, const Block& b1, const Controls& c) {
+    const __m512i q0 = _mm512_loadu_si512(b0.qs), q1 = _mm512_loadu_si512(b1.qs);
+    PairRows p;
+    p.idx = _mm512_permutex2var_epi8(q0, c.low, q1);
+    const __m512i hi = _mm512_permutex2var_epi8(q0, c.high, q1);
+    p.high = _mm512_movepi8_mask(_mm512_slli_epi16(hi, 7));
+    p.signs = with_parity_bit7(_mm512_srli_epi16(hi, 1));
+    const __m512i scales = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi64x(load8(b0.scales))), _mm256_set1_epi64x(load8(b1.scales)), 1);
+    p.scale = _mm512_ternarylogic_epi32(_mm512_slli_epi16(_mm512_srlv_epi16(_mm512_permutexvar_epi8(c.scale, scales), c.nibble), 1),
+                                        _mm512_set1_epi16(0x1E), _mm512_set1_epi16(1), 0xEA);  // (nibble << 1 & 0x1E) | 1
+    return p;
+  }
+  static constexpr bool kChunkScales = false;
 };
 template <class F, int NR>
 void dotq_pairs_rows(int n, const uint8_t* w, size_t ws, const uint8_t* xq, const int8_t* yp, float* out) {
@@ -602,20 +622,30 @@ void dotq_pairs_rows(int n, const uint8_t* w, size_t ws, const uint8_t* xq, cons
     for (int r = 0; r < NR; ++r) prefetch_codes_ahead(b[r]);
     const PairRows p = F::prepare(*b[0], *b[1], controls);
     const __mmask64 upper = _mm512_movepi8_mask(p.idx);  // index bit 7
-    __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};  // two chains
-    const int8_t* yb = yp + 576 * i;                                      // 8 planes and the signs
+    __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()}, prod[8];  // two chains
+    const int8_t* yb = yp + 576 * i;                                                // 8 planes and the signs
     const __m512i sign = _mm512_xor_si512(p.signs, _mm512_loadu_si512(yb + 512));
     STRATA_UNROLL for (int h = 0; h < 2; ++h) {
-      const __m512i code = tables.code(p.idx, upper, 0, h);
+      const __m512i code = tables.code(p.idx, upper, p.high, h);
       STRATA_UNROLL for (int k = 0; k < 4; ++k) {
         const int v = 4 * h + k;
         const __m512i sv = v < 5 ? _mm512_slli_epi16(sign, 5 - v) : v == 5 ? sign : _mm512_srli_epi16(sign, v - 5);  // bit v to bit 5
         const __m512i idx = _mm512_ternarylogic_epi32(k == 3 ? _mm512_srli_epi16(code, 2) : code, sv, _mm512_set1_epi8(0x20), 0xD8);
-        acc[v % 2] = _mm512_dpbusd_epi32(acc[v % 2], _mm512_loadu_si512(yb + 64 * v), _mm512_permutexvar_epi8(idx, tables.level[k]));
+        const __m512i level = _mm512_permutexvar_epi8(idx, tables.level[k]), ya = _mm512_loadu_si512(yb + 64 * v);
+        if constexpr (F::kChunkScales)
+          acc[v % 2] = _mm512_dpbusd_epi32(acc[v % 2], ya, level);
+        else
+          prod[v] = _mm512_maddubs_epi16(ya, level);
       }
     }
-    // per chunk: 32 products of at most 43 * 128, times 2s + 1 <= 31, well inside 32 bits
-    tot = _mm512_mullo_epi32(_mm512_add_epi32(acc[0], acc[1]), p.scale);
+    if constexpr (F::kChunkScales) {
+      // per chunk: 32 products of at most 43 * 127, times 2s + 1 <= 31, well inside 32 bits
+      tot = _mm512_mullo_epi32(_mm512_add_epi32(acc[0], acc[1]), p.scale);
+    } else {
+      // two planes' 16-bit sums add first: 4 products of at most 43 * 127, below 2^15
+      tot = _mm512_setzero_si512();
+      STRATA_UNROLL for (int v = 0; v < 8; v += 2) tot = _mm512_dpwssd_epi32(tot, _mm512_add_epi16(prod[v], prod[v + 1]), p.scale);
+    }
     STRATA_UNROLL for (int r = 0; r < NR; ++r) dy[r] = F::d(*b[r]) * y[i].d;
   };
   sum_pairs<NR>(n / 256, block, out);
@@ -639,11 +669,13 @@ constexpr QDotRowsFn dotq_pairs = by_two_rows<plane8_magnitudes, dotq_pairs_rows
 // vpdpbusd (and the activation copy's controls made constants), the first harness on 64 rows,
 // three alternated runs, the version before -> this: 18.2, 18.8, 17.9 -> 12.5, 12.8, 12.3 (1024
 // columns), 15.0, 15.1, 14.9 -> 11.3, 10.9, 11.1 (4096); streaming a 200 MB matrix of 1024
-// columns in calls of 32 rows, two runs: 29.4, 18.9 -> 17.2, 11.6.
+// columns in calls of 32 rows, two runs: 29.4, 18.9 -> 17.2, 11.6. IQ2_XS from the lanes kernel
+// to the pair kernel, the same three harness runs: 15.1, 19.4, 19.4 -> 13.6, 16.9, 16.4 (1024
+// columns), 18.0, 17.9, 17.9 -> 15.0, 15.0, 15.1 (4096); streaming: 16.1, 16.2 -> 14.8, 14.6.
 void fill_avx512_bitalg_kernels(KernelTable& t) {
   t.isa = "avx512vnni+bitalg";
   t.dotq_rows[static_cast<int>(GgmlType::IQ2_XXS)] = dotq_pairs<PairsIQ2_XXS>;
-  t.dotq_rows[static_cast<int>(GgmlType::IQ2_XS)] = dotq_lanes<LanesIQ2_XS>;
+  t.dotq_rows[static_cast<int>(GgmlType::IQ2_XS)] = dotq_pairs<PairsIQ2_XS>;
   t.dotq_rows[static_cast<int>(GgmlType::IQ2_S)] = dotq_lanes<LanesIQ2_S>;
   t.dotq_rows[static_cast<int>(GgmlType::IQ3_XXS)] = dotq_planes<PlanesIQ3_XXS>;
   t.dotq_rows[static_cast<int>(GgmlType::IQ3_S)] = dotq_planes<PlanesIQ3_S>;
