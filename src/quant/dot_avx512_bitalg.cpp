@@ -218,12 +218,16 @@ inline int level_number(const std::vector<uint8_t>& levels, uint64_t v) {
 // per value then turns codes into levels (a 64-byte table each). So one block row's indices give
 // four "planes" of magnitudes, plane p holding values 4e + p (e = 0..63), in 4 (IQ3_S: 8)
 // vpermi2b and 4 vpermb where the gather kernels take 4 gathers of 16 entries. The activations
-// are copied in plane order once per call (plane p of a block: its values 4e + p), the signs
-// come out of the row's 256 sign bits with one vpshufbitqmb per plane (bit e of plane p's mask:
-// sign 4e + p), and every plane's 16-bit lanes 2m, 2m + 1 (entries 4m .. 4m + 3) lie in one
-// 32-value chunk, so one scale vector serves all four planes. The block's integer total is the
-// one every kernel of the format forms and the float step is sum_blocks', so the bits are those
-// of dot_avx512.cpp's gather kernels.
+// are copied in plane order once per call (plane p of a block: the magnitudes of its values
+// 4e + p), with one more plane of their signs (bit p of byte e: value 4e + p), and a row's sign
+// nibbles are spread to one byte per entry the same way, so one xor gives every product's sign;
+// bit p of it goes to bit 5 of plane p's level lookup (a shift and a bit select on the code, or
+// on the code shifted right by 3 for a code's second value), whose table holds the negated
+// levels from 32 on, and vpdpbusd multiplies signed levels by unsigned magnitudes. Every
+// plane's 32-bit lane m (entries 4m .. 4m + 3) lies in one 32-value chunk, so one multiply by
+// the chunk scales ends the block. The block's integer total is the one every kernel of the
+// format forms and the float step is sum_blocks', so the bits are those of dot_avx512.cpp's
+// gather kernels.
 // H code planes of a grid of Entries entries, and L tables from code to level (one per value a
 // code holds).
 template <int H, int Entries, int L = H>
@@ -233,10 +237,11 @@ struct CodePlanes {
   alignas(64) uint8_t level[L][64];
 };
 // 3-bit grids: entry e's values 2h, 2h + 1 as level numbers c0 + 8 c1; code c's first value is
-// level c % 8, its second level c / 8.
+// level c % 8, its second level c / 8 (tables 0, 1: the prefill decode's); table 2 maps index i
+// to level i % 8, negated where bit 5 of i is set (the dot kernel's).
 template <int Entries>
-CodePlanes<2, Entries> code_planes(const uint32_t* grid) {
-  CodePlanes<2, Entries> t{};
+CodePlanes<2, Entries, 3> code_planes(const uint32_t* grid) {
+  CodePlanes<2, Entries, 3> t{};
   const std::vector<uint8_t> levels = grid_levels(grid, Entries, 8);
   auto number = [&](uint32_t v) { return level_number(levels, v); };
   for (int e = 0; e < Entries; ++e)
@@ -244,11 +249,10 @@ CodePlanes<2, Entries> code_planes(const uint32_t* grid) {
   for (int c = 0; c < 64; ++c) {
     t.level[0][c] = levels[c % 8];
     t.level[1][c] = levels[c / 8];
+    t.level[2][c] = static_cast<uint8_t>((c & 32 ? -1 : 1) * levels[c % 8]);
   }
   return t;
 }
-// vpshufbitqmb control with byte e = (4e + p) & 63.
-inline __m512i plane_control(int p) { return load_table(make_lanes<uint8_t>([p](int e) { return (4 * e + p) & 63; })); }
 // A call's Q8_K values reordered into kPlanes 64-byte planes per block (block i's plane p at
 // bytes 64 (kStride i + p) onwards): byte j of plane p is value source(p, j) of the block. With
 // kMagnitudes, the planes hold the values' magnitudes and one more plane follows them, their
@@ -289,37 +293,45 @@ const int8_t* activation_planes(int n, const uint8_t* xq, Source) {
   }
   return reinterpret_cast<const int8_t*>(buf.data());
 }
-// Plane p: values 4e + p (e = 0..63).
-const int8_t* plane_activations(int n, const uint8_t* xq) {
-  return activation_planes<4>(n, xq, [](int p, int e) { return 4 * e + p; });
+// Plane p: magnitudes of values 4e + p (e = 0..63); then their signs.
+const int8_t* plane_magnitudes(int n, const uint8_t* xq) {
+  return activation_planes<4, true>(n, xq, [](int p, int e) { return 4 * e + p; });
 }
-// 16-bit lane l of the result: 32-bit lane l / 4 of v (chunk l / 4's multiplier in every lane
-// of its entries' plane sums).
+// 32-bit lane l of the result: 32-bit lane kFirstWord + l / 2 of v (the multiplier of chunk
+// l / 2, which holds entries 4l .. 4l + 3).
 template <int kFirstWord>
 inline __m512i chunk_lanes(__m512i v) {
   static constexpr auto kControl = [] {
-    std::array<uint16_t, 32> c{};
-    for (int l = 0; l < 32; ++l) c[l] = static_cast<uint16_t>(2 * (kFirstWord + l / 4));
+    std::array<uint32_t, 16> c{};
+    for (int l = 0; l < 16; ++l) c[l] = static_cast<uint32_t>(kFirstWord + l / 2);
     return c;
   }();
-  return _mm512_permutexvar_epi16(load_table(kControl), v);
+  return _mm512_permutexvar_epi32(load_table(kControl), v);
+}
+// Byte e: entry e's sign nibble (values 4e .. 4e + 3) in bits 0..3, from row R's 32 sign bytes
+// at bytes 32 R onwards of raw.
+template <int R>
+inline __m512i entry_nibbles(__m512i raw) {
+  static constexpr auto kControl = [] {
+    std::array<uint8_t, 64> c{};
+    for (int e = 0; e < 64; ++e) c[e] = static_cast<uint8_t>(32 * R + e / 2);
+    return c;
+  }();
+  const __m512i x = _mm512_permutexvar_epi8(load_table(kControl), raw);
+  return _mm512_mask_blend_epi8(0xAAAAAAAAAAAAAAAAull, x, _mm512_srli_epi16(x, 4));  // odd entries: the high nibble
 }
 
-// Per block row: its 64 index bytes (idx), bit 8 of each index (high; IQ3_S), its 256 sign bits
-// as 64-bit lanes 2k, 2k + 1 = bits 64k .. 64k + 63 (signs), the chunks' multipliers 2s + 1
-// (scale, see chunk_lanes).
+// Per block row: its 64 index bytes (idx), bit 8 of each index (high; IQ3_S), its sign nibbles
+// (signs, see entry_nibbles), the chunks' multipliers 2s + 1 (scale, see chunk_lanes).
 struct PlaneRow {
   __m512i idx, signs, scale;
   __mmask64 high;
 };
-inline __m512i pair_qwords(__m512i bits, int r) {  // row r's 256 bits in lanes 4r .. 4r + 3 of bits
-  return _mm512_permutexvar_epi64(_mm512_setr_epi64(4 * r, 4 * r, 4 * r + 1, 4 * r + 1, 4 * r + 2, 4 * r + 2, 4 * r + 3, 4 * r + 3), bits);
-}
 
 struct PlanesIQ3_XXS {
   using Block = BlockIQ3_XXS;
-  static const CodePlanes<2, 256>& planes() {
-    static const CodePlanes<2, 256> p = code_planes<256>(iq::tables().iq3xxs);
+  static const CodePlanes<2, 256, 3>& planes() {
+    static const CodePlanes<2, 256, 3> p = code_planes<256>(iq::tables().iq3xxs);
     return p;
   }
   static float d(const Block& b) { return h2f(b.d) * 0.25f; }  // d (0.5 + s) / 2 = (d / 4)(2s + 1)
@@ -334,15 +346,15 @@ struct PlanesIQ3_XXS {
     for (int r = 0; r < NR; ++r) {
       p[r].idx = _mm512_loadu_si512(b[r]->qs);
       p[r].high = 0;
-      p[r].signs = pair_qwords(signs, r);
+      p[r].signs = r == 0 ? entry_nibbles<0>(signs) : entry_nibbles<1>(signs);
       p[r].scale = r == 0 ? chunk_lanes<0>(odd) : chunk_lanes<8>(odd);
     }
   }
 };
 struct PlanesIQ3_S {
   using Block = BlockIQ3_S;
-  static const CodePlanes<2, 512>& planes() {
-    static const CodePlanes<2, 512> p = code_planes<512>(iq::tables().iq3s);
+  static const CodePlanes<2, 512, 3>& planes() {
+    static const CodePlanes<2, 512, 3> p = code_planes<512>(iq::tables().iq3s);
     return p;
   }
   static float d(const Block& b) { return h2f(b.d); }
@@ -361,7 +373,7 @@ struct PlanesIQ3_S {
     for (int r = 0; r < NR; ++r) {
       p[r].idx = _mm512_loadu_si512(b[r]->qs);
       p[r].high = high(*b[r]);
-      p[r].signs = pair_qwords(value_signs(*b[r]), 0);
+      p[r].signs = entry_nibbles<0>(value_signs(*b[r]));
       p[r].scale = chunk_lanes<0>(chunk_odd(*b[r]));
     }
   }
@@ -403,11 +415,10 @@ template <class F, int NR>
 void dotq_planes_rows(int n, const uint8_t* w, size_t ws, const uint8_t* xq, const int8_t* yp, float* out) {
   using Block = typename F::Block;
   const PlaneTables<F> tables;
-  const __m512i sign_ctl[4] = {plane_control(0), plane_control(1), plane_control(2), plane_control(3)};
   const auto* y = reinterpret_cast<const BlockQ8_K*>(xq);
   auto block = [&](int i, __m512i* tot, float* dy) __attribute__((always_inline)) {
-    __m512i yv[4];
-    for (int p = 0; p < 4; ++p) yv[p] = _mm512_loadu_si512(yp + 256 * i + 64 * p);
+    const int8_t* yb = yp + 320 * i;  // 4 planes and the signs
+    const __m512i ysign = _mm512_loadu_si512(yb + 256);
     const Block* b[NR];
     for (int r = 0; r < NR; ++r) {
       b[r] = reinterpret_cast<const Block*>(w + r * ws) + i;
@@ -417,15 +428,20 @@ void dotq_planes_rows(int n, const uint8_t* w, size_t ws, const uint8_t* xq, con
     F::template prepare<NR>(b, rows);
     STRATA_UNROLL for (int r = 0; r < NR; ++r) {
       const PlaneRow& row = rows[r];
-      __m512i mag[4], prod[4];
-      tables.magnitudes(row.idx, row.high, mag);
-      STRATA_UNROLL for (int p = 0; p < 4; ++p) {
-        const __m512i ys = _mm512_mask_sub_epi8(yv[p], _mm512_bitshuffle_epi64_mask(row.signs, sign_ctl[p]), _mm512_setzero_si512(), yv[p]);
-        prod[p] = _mm512_maddubs_epi16(mag[p], ys);
+      const __m512i sign = _mm512_xor_si512(row.signs, ysign);
+      const __mmask64 upper = _mm512_movepi8_mask(row.idx);  // index bit 7
+      __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+      STRATA_UNROLL for (int h = 0; h < 2; ++h) {
+        const __m512i code = tables.code(row.idx, upper, row.high, h);
+        STRATA_UNROLL for (int k = 0; k < 2; ++k) {
+          const int p = 2 * h + k;  // bit p of sign into bit 5 of the index (table 2 reads bits 0..2 and 5)
+          const __m512i idx = _mm512_ternarylogic_epi32(k ? _mm512_srli_epi16(code, 3) : code, _mm512_slli_epi16(sign, 5 - p),
+                                                        _mm512_set1_epi8(0x20), 0xD8);
+          acc[k] = _mm512_dpbusd_epi32(acc[k], _mm512_loadu_si512(yb + 64 * p), _mm512_permutexvar_epi8(idx, tables.level[2]));
+        }
       }
-      // two planes' 16-bit sums add first: 4 products of at most 62 * 127, below 2^15
-      tot[r] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_add_epi16(prod[0], prod[1]), row.scale),
-                                   _mm512_add_epi16(prod[2], prod[3]), row.scale);
+      // per chunk: 32 products of at most 62 * 127, times 2s + 1 <= 31, well inside 32 bits
+      tot[r] = _mm512_mullo_epi32(_mm512_add_epi32(acc[0], acc[1]), row.scale);
       dy[r] = F::d(*b[r]) * y[i].d;
     }
   };
@@ -433,7 +449,7 @@ void dotq_planes_rows(int n, const uint8_t* w, size_t ws, const uint8_t* xq, con
 }
 
 template <class F>
-constexpr QDotRowsFn dotq_planes = by_two_rows<plane_activations, dotq_planes_rows<F, 2>, dotq_planes_rows<F, 1>>;
+constexpr QDotRowsFn dotq_planes = by_two_rows<plane_magnitudes, dotq_planes_rows<F, 2>, dotq_planes_rows<F, 1>>;
 
 // Prefill decode of the same formats (KernelTable::decode_rows8, the DecodedX8Block layout:
 // v[G][4r + i] is value i of entry G of row r): the planes' magnitudes go back into entries
@@ -672,6 +688,10 @@ constexpr QDotRowsFn dotq_pairs = by_two_rows<plane8_magnitudes, dotq_pairs_rows
 // columns in calls of 32 rows, two runs: 29.4, 18.9 -> 17.2, 11.6. IQ2_XS from the lanes kernel
 // to the pair kernel, the same three harness runs: 15.1, 19.4, 19.4 -> 13.6, 16.9, 16.4 (1024
 // columns), 18.0, 17.9, 17.9 -> 15.0, 15.0, 15.1 (4096); streaming: 16.1, 16.2 -> 14.8, 14.6.
+// IQ3_XXS and IQ3_S with the signs in the level lookup and vpdpbusd (as IQ2_XXS), the same three
+// runs, the version before -> this: IQ3_XXS 13.2, 14.8, 12.0 -> 12.8, 14.1, 11.6 (1024 columns),
+// 11.7, 14.7, 11.1 -> 11.1, 14.2, 10.6 (4096); IQ3_S 15.4, 19.8, 17.3 -> 14.5, 19.1, 17.1 (1024),
+// 14.1, 14.9, 14.1 -> 13.3, 13.9, 13.2 (4096).
 void fill_avx512_bitalg_kernels(KernelTable& t) {
   t.isa = "avx512vnni+bitalg";
   t.dotq_rows[static_cast<int>(GgmlType::IQ2_XXS)] = dotq_pairs<PairsIQ2_XXS>;
