@@ -3,10 +3,10 @@
 // with fewer instructions. Two ways:
 //   - IQ2_S keeps the same 32 table loads per block, in an order that suits it ("lanes",
 //     below);
-//   - IQ2_XXS, IQ2_XS, IQ3_XXS and IQ3_S take no table loads at all ("planes", further down): their
-//     grids are codes in registers, looked up with VBMI's byte permutes, and the activations are
-//     copied into the order those lookups give; IQ3_XXS and IQ3_S decode prompts' weight rows
-//     from the same tables.
+//   - IQ2_XXS, IQ2_XS, IQ3_XXS and IQ3_S take no table loads at all ("planes", further down):
+//     their grids are codes in registers, looked up with VBMI's byte permutes, and the
+//     activations are copied into the order those lookups give; IQ3_XXS and IQ3_S decode
+//     prompts' weight rows from the same tables.
 //
 // Lanes: that kernel takes a block's 32 grid entries in file order, 8 per gather, so its indices need
 // widening shuffles, its signs one mask move per gather, and its sub-scales one permute per
@@ -253,13 +253,13 @@ CodePlanes<2, Entries, 3> code_planes(const uint32_t* grid) {
   }
   return t;
 }
-// A call's Q8_K values reordered into kPlanes 64-byte planes per block (block i's plane p at
-// bytes 64 (kStride i + p) onwards): byte j of plane p is value source(p, j) of the block. With
-// kMagnitudes, the planes hold the values' magnitudes and one more plane follows them, their
-// signs (bit p of byte j: plane p's byte j is negative).
-template <int kPlanes, bool kMagnitudes = false, class Source>
+// A call's Q8_K values reordered into kPlanes 64-byte planes per block, as magnitudes, and one
+// more plane of their signs (block i's plane p at bytes 64 (kStride i + p) onwards): byte j of
+// plane p is the magnitude of value source(p, j) of the block, bit p of the signs' byte j is
+// set where that value is negative.
+template <int kPlanes, class Source>
 const int8_t* activation_planes(int n, const uint8_t* xq, Source) {
-  constexpr int kStride = kPlanes + (kMagnitudes ? 1 : 0);
+  constexpr int kStride = kPlanes + 1;
   struct Controls {
     std::array<std::array<uint8_t, 64>, kPlanes> ctl;  // vpermt2b control of plane p
     std::array<uint64_t, kPlanes> upper;                // bytes taken from values 128..255
@@ -281,21 +281,18 @@ const int8_t* activation_planes(int n, const uint8_t* xq, Source) {
     for (int k = 0; k < 4; ++k) v[k] = _mm512_loadu_si512(y[i].qs + 64 * k);
     STRATA_UNROLL for (int p = 0; p < kPlanes; ++p) {
       const __m512i ctl = load_table(kControls.ctl[p]);
-      __m512i plane = _mm512_mask_blend_epi8(_cvtu64_mask64(kControls.upper[p]), _mm512_permutex2var_epi8(v[0], ctl, v[1]),
-                                             _mm512_permutex2var_epi8(v[2], ctl, v[3]));
-      if constexpr (kMagnitudes) {
-        signs = _mm512_or_si512(signs, _mm512_maskz_set1_epi8(_mm512_movepi8_mask(plane), static_cast<char>(1 << p)));
-        plane = _mm512_abs_epi8(plane);
-      }
-      _mm512_storeu_si512(&buf[8 * (kStride * i + p)], plane);
+      const __m512i plane = _mm512_mask_blend_epi8(_cvtu64_mask64(kControls.upper[p]), _mm512_permutex2var_epi8(v[0], ctl, v[1]),
+                                                   _mm512_permutex2var_epi8(v[2], ctl, v[3]));
+      signs = _mm512_or_si512(signs, _mm512_maskz_set1_epi8(_mm512_movepi8_mask(plane), static_cast<char>(1 << p)));
+      _mm512_storeu_si512(&buf[8 * (kStride * i + p)], _mm512_abs_epi8(plane));
     }
-    if constexpr (kMagnitudes) _mm512_storeu_si512(&buf[8 * (kStride * i + kPlanes)], signs);
+    _mm512_storeu_si512(&buf[8 * (kStride * i + kPlanes)], signs);
   }
   return reinterpret_cast<const int8_t*>(buf.data());
 }
 // Plane p: magnitudes of values 4e + p (e = 0..63); then their signs.
 const int8_t* plane_magnitudes(int n, const uint8_t* xq) {
-  return activation_planes<4, true>(n, xq, [](int p, int e) { return 4 * e + p; });
+  return activation_planes<4>(n, xq, [](int p, int e) { return 4 * e + p; });
 }
 // 32-bit lane l of the result: 32-bit lane kFirstWord + l / 2 of v (the multiplier of chunk
 // l / 2, which holds entries 4l .. 4l + 3).
@@ -563,7 +560,7 @@ CodePlanes<2, Entries, 4> code_quads(const uint64_t* grid) {
 }
 // Plane v: magnitudes of values 8e + v (e = 0..31), in both 32-byte halves; then their signs.
 const int8_t* plane8_magnitudes(int n, const uint8_t* xq) {
-  return activation_planes<8, true>(n, xq, [](int v, int j) { return 8 * (j % 32) + v; });
+  return activation_planes<8>(n, xq, [](int v, int j) { return 8 * (j % 32) + v; });
 }
 // A row pair's entries: indices (idx, bit 8 in high), sign bytes (signs: byte j has entry j's 8
 // signs, bit 7 the parity of the rest), the scale multipliers 2s + 1 (scale: per 32-bit lane
