@@ -318,6 +318,13 @@ inline __m512i entry_nibbles(__m512i raw) {
   return _mm512_mask_blend_epi8(0xAAAAAAAAAAAAAAAAull, x, _mm512_srli_epi16(x, 4));  // odd entries: the high nibble
 }
 
+// A level lookup's index: base with bit 5 of every byte replaced by bit v of sign's (the signed
+// level tables hold the negated levels from 32 on).
+__attribute__((always_inline)) inline __m512i sign_into_bit5(__m512i base, __m512i sign, int v) {
+  const __m512i s = v < 5 ? _mm512_slli_epi16(sign, 5 - v) : v == 5 ? sign : _mm512_srli_epi16(sign, v - 5);
+  return _mm512_ternarylogic_epi32(base, s, _mm512_set1_epi8(0x20), 0xD8);  // bit select
+}
+
 // Per block row: its 64 index bytes (idx), bit 8 of each index (high; IQ3_S), its sign nibbles
 // (signs, see entry_nibbles), the chunks' multipliers 2s + 1 (scale, see chunk_lanes).
 struct PlaneRow {
@@ -433,13 +440,12 @@ void dotq_planes_rows(int n, const uint8_t* w, size_t ws, const uint8_t* xq, con
       STRATA_UNROLL for (int h = 0; h < 2; ++h) {
         const __m512i code = tables.code(row.idx, upper, row.high, h);
         STRATA_UNROLL for (int k = 0; k < 2; ++k) {
-          const int p = 2 * h + k;  // bit p of sign into bit 5 of the index (table 2 reads bits 0..2 and 5)
-          const __m512i idx = _mm512_ternarylogic_epi32(k ? _mm512_srli_epi16(code, 3) : code, _mm512_slli_epi16(sign, 5 - p),
-                                                        _mm512_set1_epi8(0x20), 0xD8);
+          const int p = 2 * h + k;  // table 2 reads index bits 0..2 and 5
+          const __m512i idx = sign_into_bit5(k ? _mm512_srli_epi16(code, 3) : code, sign, p);
           acc[k] = _mm512_dpbusd_epi32(acc[k], _mm512_loadu_si512(yb + 64 * p), _mm512_permutexvar_epi8(idx, tables.level[2]));
         }
       }
-      // per chunk: 32 products of at most 62 * 127, times 2s + 1 <= 31, well inside 32 bits
+      // per lane: 16 products of at most 62 * 127, times 2s + 1 <= 31, well inside 32 bits
       tot[r] = _mm512_mullo_epi32(_mm512_add_epi32(acc[0], acc[1]), row.scale);
       dy[r] = F::d(*b[r]) * y[i].d;
     }
@@ -644,8 +650,7 @@ void dotq_pairs_rows(int n, const uint8_t* w, size_t ws, const uint8_t* xq, cons
       const __m512i code = tables.code(p.idx, upper, p.high, h);
       STRATA_UNROLL for (int k = 0; k < 4; ++k) {
         const int v = 4 * h + k;
-        const __m512i sv = v < 5 ? _mm512_slli_epi16(sign, 5 - v) : v == 5 ? sign : _mm512_srli_epi16(sign, v - 5);  // bit v to bit 5
-        const __m512i idx = _mm512_ternarylogic_epi32(k == 3 ? _mm512_srli_epi16(code, 2) : code, sv, _mm512_set1_epi8(0x20), 0xD8);
+        const __m512i idx = sign_into_bit5(k == 3 ? _mm512_srli_epi16(code, 2) : code, sign, v);
         const __m512i level = _mm512_permutexvar_epi8(idx, tables.level[k]), ya = _mm512_loadu_si512(yb + 64 * v);
         if constexpr (F::kChunkScales)
           acc[v % 2] = _mm512_dpbusd_epi32(acc[v % 2], ya, level);
@@ -654,7 +659,7 @@ void dotq_pairs_rows(int n, const uint8_t* w, size_t ws, const uint8_t* xq, cons
       }
     }
     if constexpr (F::kChunkScales) {
-      // per chunk: 32 products of at most 43 * 127, times 2s + 1 <= 31, well inside 32 bits
+      // per lane: 32 products of at most 43 * 127, times 2s + 1 <= 31, well inside 32 bits
       tot = _mm512_mullo_epi32(_mm512_add_epi32(acc[0], acc[1]), p.scale);
     } else {
       // two planes' 16-bit sums add first: 4 products of at most 43 * 127, below 2^15
