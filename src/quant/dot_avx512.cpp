@@ -8,11 +8,13 @@
 // single-row kernel is the multi-row one with one row.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
 
 #include "quant/formats.h"
+#include "quant/gemm_x8.h"
 #include "quant/iq_tables.h"
 #include "quant/kernels.h"
 #include "quant/simd_avx2_blocks.h"
@@ -349,6 +351,100 @@ void dotq_grid_rows(int n, const uint8_t* w, size_t row_stride, int nrows, const
   if (r < nrows) dotq_grid_rows512<F, 1>(n, w + r * row_stride, row_stride, xq, out + r);
 }
 
+
+// Prefill decode of the same formats (KernelTable::decode_rows8, the DecodedX8Block layout):
+// each pair of rows is prepared and looked up as for the dot kernel above, 64 values per
+// gather, its signs applied with one masked subtract (IQ1: the offset of 10 taken back off),
+// and the 8 rows' registers are transposed into the layout. The AVX2 decode takes 32 values per
+// four or eight table loads and a 256-bit transpose; the values, sub-scales and factors are the
+// same bytes, so the prefill kernels give the same bits.
+
+// x[r] (8 rows of 16 dwords) to out[k], whose dword m is dword 2k + m / 8 of row m % 8: the
+// DecodedX8Block order for 16 columns of 8 rows.
+inline void transpose8x16_epi32(const __m512i* x, __m512i* out) {
+  __m512i t[8], u[2][4];
+  for (int q = 0; q < 4; ++q) {
+    t[2 * q] = _mm512_unpacklo_epi32(x[2 * q], x[2 * q + 1]);
+    t[2 * q + 1] = _mm512_unpackhi_epi32(x[2 * q], x[2 * q + 1]);
+  }
+  for (int h = 0; h < 2; ++h) {  // u[h][c]: column 4L + c of rows 4h .. 4h + 3 in 128-bit lane L
+    u[h][0] = _mm512_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
+    u[h][1] = _mm512_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
+    u[h][2] = _mm512_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+    u[h][3] = _mm512_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+  }
+  for (int a = 0; a < 4; a += 2) {
+    const __m512i p0 = _mm512_shuffle_i32x4(u[0][a], u[1][a], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512i q0 = _mm512_shuffle_i32x4(u[0][a], u[1][a], _MM_SHUFFLE(3, 2, 3, 2));
+    const __m512i p1 = _mm512_shuffle_i32x4(u[0][a + 1], u[1][a + 1], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512i q1 = _mm512_shuffle_i32x4(u[0][a + 1], u[1][a + 1], _MM_SHUFFLE(3, 2, 3, 2));
+    out[a / 2] = _mm512_shuffle_i32x4(p0, p1, _MM_SHUFFLE(2, 0, 2, 0));      // columns a, a + 1
+    out[2 + a / 2] = _mm512_shuffle_i32x4(p0, p1, _MM_SHUFFLE(3, 1, 3, 1));  // 4 + a, 5 + a
+    out[4 + a / 2] = _mm512_shuffle_i32x4(q0, q1, _MM_SHUFFLE(2, 0, 2, 0));
+    out[6 + a / 2] = _mm512_shuffle_i32x4(q0, q1, _MM_SHUFFLE(3, 1, 3, 1));
+  }
+}
+
+// Rows r0 .. r0 + NR - 1 of the block: their values (val[j][r]: values 64j .. 64j + 63 of row r),
+// sub-scales per 16 values twice as 16 bits (sc[r]) and factors.
+template <class F, int NR>
+inline void decode_grid_pair(const uint8_t* rows, size_t row_stride, int i, int r0, __m512i (*val)[8], __m512i* sc,
+                             float* d) {
+  using Block = typename F::Block;
+  static constexpr auto kSubScale = [] {  // 16-bit element of the scales vector for values 16m ..
+    std::array<uint16_t, 32> c{};
+    for (int m = 0; m < 16; ++m) c[m] = F::kLanes[m / 4][8 * (m % 4)];
+    return c;
+  }();
+  const iq::Tables& tab = iq::tables();
+  const Block* b[NR];
+  for (int r = 0; r < NR; ++r) b[r] = reinterpret_cast<const Block*>(rows + (r0 + r) * row_stride) + i;
+  alignas(64) uint8_t sign_buf[64];
+  const uint8_t* sg[NR];
+  GridPrep p[NR];
+  F::template prepare<NR>(b, sign_buf, sg, p);
+  STRATA_UNROLL for (int r = 0; r < NR; ++r) {
+    STRATA_UNROLL for (int j = 0; j < 4; ++j) {
+      const __m512i g = F::grid(*b[r], p[r], j, tab);
+      if constexpr (kOffsetCodes<F>) val[j][r0 + r] = _mm512_sub_epi8(g, _mm512_set1_epi8(10));
+      else val[j][r0 + r] = _mm512_mask_sub_epi8(g, load_mask64(sg[r] + F::kSignStep * j), _mm512_setzero_si512(), g);
+    }
+    const __m512i sub = _mm512_cvtepu16_epi32(
+        _mm512_castsi512_si256(_mm512_permutexvar_epi16(_mm512_loadu_si512(kSubScale.data()), p[r].scales)));
+    sc[r0 + r] = _mm512_or_si512(sub, _mm512_slli_epi32(sub, 16));
+    d[r0 + r] = F::d(*b[r]);
+  }
+}
+
+template <class F>
+void decode_rows8_grid(int n, const uint8_t* rows, size_t row_stride, int nrows, uint8_t* out) {
+  auto* db = reinterpret_cast<DecodedX8Block*>(out);
+  for (int i = 0; i < n / 256; ++i) {
+    DecodedX8Block& d = db[i];
+    __m512i val[4][8], sc[8], o[8];
+    for (int r0 = 0; r0 < 8; r0 += 2) {
+      if (r0 + 2 <= nrows) {
+        decode_grid_pair<F, 2>(rows, row_stride, i, r0, val, sc, d.d);
+        continue;
+      }
+      if (r0 < nrows) decode_grid_pair<F, 1>(rows, row_stride, i, r0, val, sc, d.d);
+      for (int r = std::max(r0, nrows); r < r0 + 2; ++r) {  // rows past the matrix: zero
+        for (int j = 0; j < 4; ++j) val[j][r] = _mm512_setzero_si512();
+        sc[r] = _mm512_setzero_si512();
+        d.d[r] = 0.f;
+      }
+    }
+    transpose8x16_epi32(sc, o);
+    for (int k = 0; k < 8; ++k) _mm512_storeu_si512(d.sc[2 * k], o[k]);
+    for (int j = 0; j < 4; ++j) {
+      transpose8x16_epi32(val[j], o);
+      for (int k = 0; k < 8; ++k) _mm512_storeu_si512(d.v[16 * j + 2 * k], o[k]);
+    }
+    std::memset(d.dmin, 0, sizeof(d.dmin));
+    std::memset(d.mn, 0, sizeof(d.mn));
+  }
+}
+
 }  // namespace
 
 void fill_avx512_kernels(KernelTable& t) {
@@ -377,6 +473,13 @@ void fill_avx512_kernels(KernelTable& t) {
   t.dotq_rows[static_cast<int>(GgmlType::IQ3_S)] = dotq_grid_rows<GridIQ3_S>;
   t.dotq_rows[static_cast<int>(GgmlType::IQ1_S)] = dotq_grid_rows<GridIQ1_S>;
   t.dotq_rows[static_cast<int>(GgmlType::IQ1_M)] = dotq_grid_rows<GridIQ1_M>;
+  t.decode_rows8[static_cast<int>(GgmlType::IQ2_XXS)] = decode_rows8_grid<GridIQ2_XXS>;
+  t.decode_rows8[static_cast<int>(GgmlType::IQ2_XS)] = decode_rows8_grid<GridIQ2_XS>;
+  t.decode_rows8[static_cast<int>(GgmlType::IQ2_S)] = decode_rows8_grid<GridIQ2_S>;
+  t.decode_rows8[static_cast<int>(GgmlType::IQ3_XXS)] = decode_rows8_grid<GridIQ3_XXS>;
+  t.decode_rows8[static_cast<int>(GgmlType::IQ3_S)] = decode_rows8_grid<GridIQ3_S>;
+  t.decode_rows8[static_cast<int>(GgmlType::IQ1_S)] = decode_rows8_grid<GridIQ1_S>;
+  t.decode_rows8[static_cast<int>(GgmlType::IQ1_M)] = decode_rows8_grid<GridIQ1_M>;
 }
 
 }  // namespace strata
