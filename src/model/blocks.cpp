@@ -1,12 +1,24 @@
 #include "model/blocks.h"
 
+#include <algorithm>
+
 #include "kv/attention.h"
 
 namespace strata::model {
 
-void norm_rows(const float* x, const std::vector<float>& w, int n, int dim, float eps, float* y) {
-  for (int t = 0; t < n; ++t)
-    ops::rms_norm(x + static_cast<size_t>(t) * dim, w.empty() ? nullptr : w.data(), dim, eps, y + static_cast<size_t>(t) * dim);
+namespace {
+// Row loops of the layer (norms, rotary embedding) on the pool from this many values on; below
+// it (one token's rows) waking the workers costs more than the loop.
+constexpr int64_t kSplitValues = 16384;
+}  // namespace
+
+void norm_rows(const float* x, const std::vector<float>& w, int n, int dim, float eps, float* y, ThreadPool& pool) {
+  auto rows = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t)
+      ops::rms_norm(x + static_cast<size_t>(t) * dim, w.empty() ? nullptr : w.data(), dim, eps, y + static_cast<size_t>(t) * dim);
+  };
+  if (static_cast<int64_t>(n) * dim < kSplitValues) rows(0, n);
+  else pool.parallel_for(n, std::max<int64_t>(1, 4096 / dim), rows);
 }
 
 namespace {
@@ -26,12 +38,16 @@ void attention(const Model& m, const Layer& L, int il, Runtime& rt, Batch& b, co
   add_bias(b.q.data(), L.bq, n, QD);
   add_bias(b.k.data(), L.bk, n, KD);
   add_bias(b.v.data(), L.bv, n, VD);
-  if (!L.q_norm.empty()) norm_rows(b.q.data(), L.q_norm, n * hp.n_head, hp.head_dim_k, hp.rms_eps, b.q.data());
-  if (!L.k_norm.empty()) norm_rows(b.k.data(), L.k_norm, n * hp.n_head_kv, hp.head_dim_k, hp.rms_eps, b.k.data());
-  for (int t = 0; t < n; ++t) {
-    ops::rope(b.q.data() + static_cast<size_t>(t) * QD, hp.n_head, hp.head_dim_k, hp.n_rot, b.pos[t], o.rope_base, hp.rope_neox);
-    ops::rope(b.k.data() + static_cast<size_t>(t) * KD, hp.n_head_kv, hp.head_dim_k, hp.n_rot, b.pos[t], o.rope_base, hp.rope_neox);
-  }
+  if (!L.q_norm.empty()) norm_rows(b.q.data(), L.q_norm, n * hp.n_head, hp.head_dim_k, hp.rms_eps, b.q.data(), rt.pool);
+  if (!L.k_norm.empty()) norm_rows(b.k.data(), L.k_norm, n * hp.n_head_kv, hp.head_dim_k, hp.rms_eps, b.k.data(), rt.pool);
+  auto rope_rows = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      ops::rope(b.q.data() + static_cast<size_t>(t) * QD, hp.n_head, hp.head_dim_k, hp.n_rot, b.pos[t], o.rope_base, hp.rope_neox);
+      ops::rope(b.k.data() + static_cast<size_t>(t) * KD, hp.n_head_kv, hp.head_dim_k, hp.n_rot, b.pos[t], o.rope_base, hp.rope_neox);
+    }
+  };
+  if (static_cast<int64_t>(n) * (QD + KD) < kSplitValues) rope_rows(0, n);
+  else rt.pool.parallel_for(n, 4, rope_rows);
   kv::AttentionParams ap;
   ap.n_head = hp.n_head;
   ap.scale = hp.attn_scale;
@@ -61,10 +77,10 @@ void prenorm_decoder(const Model& m, Runtime& rt, Batch& b) {
   o.rope_base = hp.rope_base;
   for (int il = 0; il < hp.n_layer; ++il) {
     const Layer& L = m.layers[il];
-    norm_rows(b.x.data(), L.attn_norm, n, E, hp.rms_eps, b.xn.data());
+    norm_rows(b.x.data(), L.attn_norm, n, E, hp.rms_eps, b.xn.data(), rt.pool);
     attention(m, L, il, rt, b, o);
     ops::add(b.x.data(), b.out.data(), n * E);
-    norm_rows(b.x.data(), L.ffn_norm, n, E, hp.rms_eps, b.xn.data());
+    norm_rows(b.x.data(), L.ffn_norm, n, E, hp.rms_eps, b.xn.data(), rt.pool);
     gated_ffn(L, rt, b, Activation::SiLU);
     ops::add(b.x.data(), b.out.data(), n * E);
   }

@@ -5,8 +5,9 @@
 
 namespace strata::model {
 
-// y[t] = rms_norm(x[t]) * w for each of n rows of `dim`.
-void norm_rows(const float* x, const std::vector<float>& w, int n, int dim, float eps, float* y);
+// y[t] = rms_norm(x[t]) * w for each of n rows of `dim` (split over the pool when there are
+// enough of them: a prompt's rows, not one token's).
+void norm_rows(const float* x, const std::vector<float>& w, int n, int dim, float eps, float* y, ThreadPool& pool);
 
 struct AttnOptions {
   float rope_base = 10000.f;

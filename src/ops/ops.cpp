@@ -8,13 +8,19 @@
 namespace strata::ops {
 
 void rms_norm(const float* x, const float* w, int n, float eps, float* y) {
-  double ss = 0;
-  for (int i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  // In double, where every square is exact and the order of the sum hardly matters; eight
+  // partial sums, since one chain of dependent adds made this a few percent of a prompt's time.
+  double part[8] = {};
+  int i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) part[k] += static_cast<double>(x[i + k]) * x[i + k];
+  for (; i < n; ++i) part[i % 8] += static_cast<double>(x[i]) * x[i];
+  const double ss = ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
   const float s = static_cast<float>(1.0 / std::sqrt(ss / n + eps));
   if (w) {
-    for (int i = 0; i < n; ++i) y[i] = x[i] * s * w[i];
+    for (int j = 0; j < n; ++j) y[j] = x[j] * s * w[j];
   } else {
-    for (int i = 0; i < n; ++i) y[i] = x[i] * s;
+    for (int j = 0; j < n; ++j) y[j] = x[j] * s;
   }
 }
 
