@@ -27,7 +27,9 @@ void rms_norm(const float* x, const float* w, int n, float eps, float* y) {
 namespace {
 // cos and sin of theta_i = pos * base^(-2i/n_rot), computed in double so the angle is exact to
 // float. They depend only on (pos, base, n_rot), so Q and K of every layer at one position share
-// them: the last two sets are kept (Gemma's sliding and global layers use two bases).
+// them: each thread keeps the sets of the last positions it saw, two per slot (Gemma's sliding
+// and global layers use two bases), so a prompt's positions are computed in its first layer only
+// (recomputing them in every layer was about 1 % of a prompt's time).
 struct RopeAngles {
   int pos = -1, n_rot = 0;
   float base = 0;
@@ -35,12 +37,17 @@ struct RopeAngles {
 };
 
 const RopeAngles& rope_angles(int pos, float base, int n_rot) {
-  thread_local RopeAngles kept[2];
-  thread_local int oldest = 0;
-  for (const RopeAngles& a : kept)
+  constexpr int kSlots = 256;
+  struct Slot {
+    RopeAngles way[2];
+    int oldest = 0;
+  };
+  thread_local std::vector<Slot> slots(kSlots);
+  Slot& slot = slots[static_cast<unsigned>(pos) % kSlots];
+  for (const RopeAngles& a : slot.way)
     if (a.pos == pos && a.base == base && a.n_rot == n_rot) return a;
-  RopeAngles& a = kept[oldest];
-  oldest ^= 1;
+  RopeAngles& a = slot.way[slot.oldest];
+  slot.oldest ^= 1;
   const int half = n_rot / 2;
   a.c.resize(half);
   a.s.resize(half);
@@ -57,14 +64,22 @@ const RopeAngles& rope_angles(int pos, float base, int n_rot) {
 void rope(float* x, int n_head, int head_dim, int n_rot, int pos, float base, bool neox) {
   const int half = n_rot / 2;
   const RopeAngles& ang = rope_angles(pos, base, n_rot);
-  for (int i = 0; i < half; ++i) {
-    const float c = ang.c[i], s = ang.s[i];
-    for (int h = 0; h < n_head; ++h) {
-      float* v = x + static_cast<size_t>(h) * head_dim;
-      int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
-      float x0 = v[a], x1 = v[b];
-      v[a] = x0 * c - x1 * s;
-      v[b] = x0 * s + x1 * c;
+  const float* c = ang.c.data();
+  const float* s = ang.s.data();
+  for (int h = 0; h < n_head; ++h) {  // head by head: contiguous pairs (NeoX) the compiler vectorizes
+    float* v = x + static_cast<size_t>(h) * head_dim;
+    if (neox) {
+      for (int i = 0; i < half; ++i) {
+        const float x0 = v[i], x1 = v[i + half];
+        v[i] = x0 * c[i] - x1 * s[i];
+        v[i + half] = x0 * s[i] + x1 * c[i];
+      }
+    } else {
+      for (int i = 0; i < half; ++i) {
+        const float x0 = v[2 * i], x1 = v[2 * i + 1];
+        v[2 * i] = x0 * c[i] - x1 * s[i];
+        v[2 * i + 1] = x0 * s[i] + x1 * c[i];
+      }
     }
   }
 }
