@@ -35,6 +35,14 @@ struct LanesAvx512 {
   static __mmask16 first(int n) { return static_cast<__mmask16>((1u << n) - 1); }
   static V zero() { return _mm512_setzero_ps(); }
   static V load(const float* p) { return _mm512_load_ps(p); }
+  static void store(float* p, V v) { _mm512_store_ps(p, v); }
+  // Register p of column k: groups 2p and 2p + 1 (zero past the call's groups).
+  template <class W>
+  static V widen(const uint16_t* const* src, int ngroups, int p, int k) {
+    const __m256 lo = W::load(src[2 * p] + 8 * k);
+    const __m256 hi = 2 * p + 1 < ngroups ? W::load(src[2 * p + 1] + 8 * k) : _mm256_setzero_ps();
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(lo)), _mm256_castps_pd(hi), 1));
+  }
   static V bcast(const float* p) { return _mm512_set1_ps(*p); }
   static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   static V load_rows(const float* p, int n) { return _mm512_maskz_loadu_ps(first(n), p); }

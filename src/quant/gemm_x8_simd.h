@@ -903,9 +903,14 @@ struct HalfWidePrefetch {
   }
 };
 
-template <class L, int NV, int NT>
-void half_wide_tile(int kc, const float* wide, const float* x, size_t xs, float* y, size_t ys, bool first, int tail,
-                    HalfWidePrefetch& pf) {
+// kWiden: the chunk's first tile takes its weight vectors from the packed groups themselves
+// (src[g]: group g's halves from the chunk's first column on), widens them on the way and stores
+// them to `wide` for the tiles after it, so the conversions and the reads from memory overlap
+// the multiply-adds (a loop of its own that widened the chunk first had 7 % of an F16 prompt's
+// samples, most of it waiting on the reads).
+template <class L, class W, int NV, int NT, bool kWiden>
+void half_wide_tile(int kc, float* wide, const uint16_t* const* src, int ngroups, const float* x, size_t xs, float* y,
+                    size_t ys, bool first, int tail, HalfWidePrefetch& pf) {
   using V = typename L::V;
   V acc[NV][NT];
   STRATA_UNROLL for (int t = 0; t < NT; ++t) STRATA_UNROLL for (int p = 0; p < NV; ++p)
@@ -914,7 +919,15 @@ void half_wide_tile(int kc, const float* wide, const float* x, size_t xs, float*
   STRATA_UNROLL for (int t = 0; t < NT; ++t) xt[t] = x + xs * t;
   const auto column = [&](int k) {
     V wv[NV];
-    STRATA_UNROLL for (int p = 0; p < NV; ++p) wv[p] = L::load(wide + (k * NV + p) * L::kRows);
+    STRATA_UNROLL for (int p = 0; p < NV; ++p) {
+      float* at = wide + (k * NV + p) * L::kRows;
+      if constexpr (kWiden) {
+        wv[p] = L::template widen<W>(src, ngroups, p, k);
+        L::store(at, wv[p]);
+      } else {
+        wv[p] = L::load(at);
+      }
+    }
     STRATA_UNROLL for (int t = 0; t < NT; ++t) {
       const V b = L::bcast(xt[t] + k);
       STRATA_UNROLL for (int p = 0; p < NV; ++p) acc[p][t] = L::fma(wv[p], b, acc[p][t]);
@@ -934,28 +947,28 @@ void half_wide_tile(int kc, const float* wide, const float* x, size_t xs, float*
 template <class L, class W, int NT>
 void gemm_half_wide(int k0, int kc, const uint8_t* w, size_t gs, int ngroups, const float* x, size_t xs, int ntok,
                     float* y, size_t ys) {
-  using Tile = void (*)(int, const float*, const float*, size_t, float*, size_t, bool, int, HalfWidePrefetch&);
+  using Tile = void (*)(int, float*, const uint16_t* const*, int, const float*, size_t, float*, size_t, bool, int,
+                        HalfWidePrefetch&);
   static constexpr auto kTiles = []<int... I>(std::integer_sequence<int, I...>) {
-    return std::array<std::array<Tile, NT>, 2>{{{half_wide_tile<L, 1, I + 1>...}, {half_wide_tile<L, 2, I + 1>...}}};
+    return std::array<std::array<std::array<Tile, NT>, 2>, 2>{
+        {{{{half_wide_tile<L, W, 1, I + 1, false>...}, {half_wide_tile<L, W, 2, I + 1, false>...}}},
+         {{{half_wide_tile<L, W, 1, I + 1, true>...}, {half_wide_tile<L, W, 2, I + 1, true>...}}}}};
   }(std::make_integer_sequence<int, NT>{});
   alignas(64) float wide[kHalfWideChunk * 2 * L::kRows];
-  const int rows = 8 * ngroups, nv = (rows + L::kRows - 1) / L::kRows, stride = nv * L::kRows;
+  const int rows = 8 * ngroups, nv = (rows + L::kRows - 1) / L::kRows;
   const int tail = rows - (nv - 1) * L::kRows;
-  for (int k = 0; k < kc; ++k) {
-    float* d = wide + k * stride;
-    for (int g = 0; g < ngroups; ++g)
-      _mm256_store_ps(d + 8 * g, W::load(reinterpret_cast<const uint16_t*>(w + gs * g) + 8 * (k0 + k)));
-    for (int g = ngroups; g < stride / 8; ++g) _mm256_store_ps(d + 8 * g, _mm256_setzero_ps());
-  }
+  const uint16_t* src[2 * L::kRows / 8];
+  for (int g = 0; g < ngroups; ++g) src[g] = reinterpret_cast<const uint16_t*>(w + gs * g) + 8 * k0;
   // The next groups' chunk (the caller's next call) is fetched into L2 during the tiles, a line
   // every 4 columns: each group's chunk is its own 4 KiB stretch, which the hardware prefetcher
-  // does not run ahead into (the widening loop above waited on memory), and a burst of
-  // prefetches stalled on the line fill buffers the tiles need.
+  // does not run ahead into, and a burst of prefetches stalled on the line fill buffers the
+  // tiles need.
   const int group_lines = (8 * static_cast<int>(sizeof(uint16_t)) * kc + 63) / 64;
   HalfWidePrefetch pf{reinterpret_cast<const char*>(w + gs * ngroups) + 8 * sizeof(uint16_t) * k0, gs, group_lines, 0,
                       ngroups * group_lines};
   for (int t = 0; t < ntok; t += NT)
-    kTiles[nv - 1][std::min(NT, ntok - t) - 1](kc, wide, x + xs * t + k0, xs, y + ys * t, ys, k0 == 0, tail, pf);
+    kTiles[t == 0][nv - 1][std::min(NT, ntok - t) - 1](kc, wide, src, ngroups, x + xs * t + k0, xs, y + ys * t, ys, k0 == 0,
+                                                       tail, pf);
   while (pf.line < pf.end) pf.one();
 }
 
@@ -964,6 +977,10 @@ struct LanesAvx2 {
   static constexpr int kRows = 8;
   static V zero() { return _mm256_setzero_ps(); }
   static V load(const float* p) { return _mm256_load_ps(p); }
+  static void store(float* p, V v) { _mm256_store_ps(p, v); }
+  // Register p of column k: group p.
+  template <class W>
+  static V widen(const uint16_t* const* src, int, int p, int k) { return W::load(src[p] + 8 * k); }
   static V bcast(const float* p) { return _mm256_broadcast_ss(p); }
   static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   static V load_rows(const float* p, int) { return _mm256_loadu_ps(p); }
