@@ -240,6 +240,29 @@ TEST_P(ModelInvariants, BatchedSequencesEqualSequentialRuns) {
   EXPECT_THROW(m->forward_batch(rt, {{a, ta.data(), 1, false}, {a, ta.data(), 1, false}}, batched.data()), Error);
 }
 
+// A prompt whose last logits alone are asked for skips the other rows past the last layer's K
+// and V: the same last logits as asking for every row's, and the same cache after it (the next
+// token's logits), alone and with another sequence's rows in the batch.
+TEST_P(ModelInvariants, LastLogitsAloneEqualAllLogits) {
+  auto m = model::Model::load(test::model_path(GetParam()));
+  auto ids = story_ids();
+  const int V = m->hparams().n_vocab, n = static_cast<int>(ids.size());
+  ThreadPool pool(2);
+  kv::KvStore sa(m->kv_config(256, kv::Format::F16)), sb(m->kv_config(256, kv::Format::F16));
+  model::Runtime ra{sa, pool}, rb{sb, pool};
+  kv::SeqId a = sa.new_sequence(), b = sb.new_sequence(), other = sb.new_sequence();
+  std::vector<float> all(static_cast<size_t>(n) * V), last(2 * static_cast<size_t>(V));
+  m->forward(ra, a, ids.data(), n, 0, true, all.data());
+  std::vector<int32_t> o(ids.begin(), ids.begin() + 7);
+  m->forward_batch(rb, {{other, o.data(), 7, false}, {b, ids.data(), n, false}}, last.data());
+  EXPECT_EQ(0, std::memcmp(last.data() + V, all.data() + static_cast<size_t>(n - 1) * V, V * 4));
+  const int32_t next = 300;
+  std::vector<float> na(V), nb(V);
+  m->forward(ra, a, &next, 1, n, false, na.data());
+  m->forward(rb, b, &next, 1, n, false, nb.data());
+  EXPECT_EQ(0, std::memcmp(na.data(), nb.data(), V * 4));
+}
+
 TEST(Session, GenerationStopsAtEndOfGeneration) {
   auto m = model::Model::load(test::model_path("stories260K"));
   engine::SessionOptions so;

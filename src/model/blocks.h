@@ -15,12 +15,15 @@ struct AttnOptions {
 };
 
 // b.xn -> b.out: Q/K/V projections (+ biases, + per-head QK RMS norm if the layer has them),
-// rotary embedding, append of K/V to the cache, attention, output projection.
-void attention(const Model& m, const Layer& L, int il, Runtime& rt, Batch& b, const AttnOptions& o);
+// rotary embedding, append of K/V to the cache, attention, output projection. Returns the rows
+// the rest of the layer works on: b.n, or in the last layer, where only b.out_rows matter past
+// K and V, those rows alone (attention for their queries only, b.x compacted to them: see
+// Batch::compact).
+int attention(const Model& m, const Layer& L, int il, Runtime& rt, Batch& b, const AttnOptions& o);
 
 enum class Activation { SiLU, GeluTanh };
-// b.xn -> b.out: down(act(gate(x)) * up(x)).
-void gated_ffn(const Layer& L, Runtime& rt, Batch& b, Activation act);
+// b.xn -> b.out for the first n rows: down(act(gate(x)) * up(x)).
+void gated_ffn(const Layer& L, Runtime& rt, Batch& b, Activation act, int n);
 
 // Pre-norm decoder: x += attn(norm(x)); x += ffn(norm(x)). llama, qwen2, qwen3.
 void prenorm_decoder(const Model& m, Runtime& rt, Batch& b);

@@ -39,13 +39,13 @@ static void forward_gemma3(const Model& m, Runtime& rt, Batch& b) {
     o.rope_base = hp.layer_swa[il] ? hp.rope_base_swa : hp.rope_base;
     o.window = hp.layer_swa[il] ? hp.sliding_window : 0;
     norm_rows(b.x.data(), L.attn_norm, n, E, hp.rms_eps, b.xn.data(), rt.pool);
-    attention(m, L, il, rt, b, o);
-    norm_rows(b.out.data(), L.post_attn_norm, n, E, hp.rms_eps, b.out.data(), rt.pool);
-    ops::add(b.x.data(), b.out.data(), n * E);
-    norm_rows(b.x.data(), L.ffn_norm, n, E, hp.rms_eps, b.xn.data(), rt.pool);
-    gated_ffn(L, rt, b, Activation::GeluTanh);
-    norm_rows(b.out.data(), L.post_ffn_norm, n, E, hp.rms_eps, b.out.data(), rt.pool);
-    ops::add(b.x.data(), b.out.data(), n * E);
+    const int nr = attention(m, L, il, rt, b, o);  // fewer rows past the last layer's K and V
+    norm_rows(b.out.data(), L.post_attn_norm, nr, E, hp.rms_eps, b.out.data(), rt.pool);
+    ops::add(b.x.data(), b.out.data(), nr * E);
+    norm_rows(b.x.data(), L.ffn_norm, nr, E, hp.rms_eps, b.xn.data(), rt.pool);
+    gated_ffn(L, rt, b, Activation::GeluTanh, nr);
+    norm_rows(b.out.data(), L.post_ffn_norm, nr, E, hp.rms_eps, b.out.data(), rt.pool);
+    ops::add(b.x.data(), b.out.data(), nr * E);
   }
 }
 

@@ -250,11 +250,13 @@ void Model::forward_batch(Runtime& rt, const std::vector<Part>& parts, float* lo
     }
     off += p.n;
   }
+  b.out_rows = std::move(out_rows);
+  b.compact = false;
   arch_->forward(*this, rt, b);
-  const int n_out = static_cast<int>(out_rows.size());
+  const int n_out = static_cast<int>(b.out_rows.size());
   for (int i = 0; i < n_out; ++i)
-    ops::rms_norm(b.x.data() + static_cast<size_t>(out_rows[i]) * hp.n_embd, output_norm.data(), hp.n_embd, hp.rms_eps,
-                  b.xn.data() + static_cast<size_t>(i) * hp.n_embd);
+    ops::rms_norm(b.x.data() + static_cast<size_t>(b.compact ? i : b.out_rows[i]) * hp.n_embd, output_norm.data(), hp.n_embd,
+                  hp.rms_eps, b.xn.data() + static_cast<size_t>(i) * hp.n_embd);
   ops::matmul(output, b.xn.data(), n_out, logits, rt.pool);
 }
 

@@ -56,6 +56,11 @@ struct Batch {
   std::vector<float> v;    // [n][n_kv_head][head_dim_v]
   std::vector<float> att;  // [n][n_head][head_dim_v]
   std::vector<float> gate, up;  // [n][n_ff]
+  // The rows whose final state is read (ascending; set before the forward). Past the last
+  // layer's K and V only they matter, so the forward may keep just them: then `compact` is set
+  // and row i of x holds out_rows[i]'s state.
+  std::vector<int> out_rows;
+  bool compact = false;
   void resize(const HParams& hp, int n_tokens);
 };
 

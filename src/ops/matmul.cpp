@@ -390,6 +390,8 @@ Inputs start(std::span<const Product> ps, const float* x, int n_tok, ThreadPool&
 
 }  // namespace
 
+bool matmul_observed() { return g_observer != nullptr; }
+
 void set_matmul_observer(MatmulObserver f, void* ctx) {
   g_observer = f;
   g_observer_ctx = ctx;

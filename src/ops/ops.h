@@ -43,6 +43,9 @@ void matmul_gated(const Matrix& gate, const Matrix& up, const float* x, int n_to
 // activation statistics this way). Set it only while no matmul runs.
 using MatmulObserver = void (*)(const Matrix& w, const float* x, int n_tok, void* ctx);
 void set_matmul_observer(MatmulObserver f, void* ctx);
+// Whether an observer is set: a forward then computes every row of every layer (it may skip the
+// rows nothing reads after the last layer's K and V otherwise).
+bool matmul_observed();
 // out[0..cols) = row r of W as floats (embedding lookup).
 void get_row(const Matrix& w, int64_t r, float* out);
 
