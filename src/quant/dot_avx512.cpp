@@ -351,7 +351,6 @@ void dotq_grid_rows(int n, const uint8_t* w, size_t row_stride, int nrows, const
   if (r < nrows) dotq_grid_rows512<F, 1>(n, w + r * row_stride, row_stride, xq, out + r);
 }
 
-
 // Prefill decode of the same formats (KernelTable::decode_rows8, the DecodedX8Block layout):
 // each pair of rows is prepared and looked up as for the dot kernel above, 64 values per
 // gather, its signs applied with one masked subtract (IQ1: the offset of 10 taken back off),

@@ -36,11 +36,10 @@ struct LanesAvx512 {
   static V zero() { return _mm512_setzero_ps(); }
   static V load(const float* p) { return _mm512_load_ps(p); }
   static void store(float* p, V v) { _mm512_store_ps(p, v); }
-  // Register p of column k: groups 2p and 2p + 1 (zero past the call's groups).
+  // Register p of column k: groups 2p and 2p + 1.
   template <class W>
-  static V widen(const uint16_t* const* src, int ngroups, int p, int k) {
-    const __m256 lo = W::load(src[2 * p] + 8 * k);
-    const __m256 hi = 2 * p + 1 < ngroups ? W::load(src[2 * p + 1] + 8 * k) : _mm256_setzero_ps();
+  static V widen(const uint16_t* const* src, int p, int k) {
+    const __m256 lo = W::load(src[2 * p] + 8 * k), hi = W::load(src[2 * p + 1] + 8 * k);
     return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(lo)), _mm256_castps_pd(hi), 1));
   }
   static V bcast(const float* p) { return _mm512_set1_ps(*p); }

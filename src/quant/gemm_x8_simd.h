@@ -904,13 +904,14 @@ struct HalfWidePrefetch {
 };
 
 // kWiden: the chunk's first tile takes its weight vectors from the packed groups themselves
-// (src[g]: group g's halves from the chunk's first column on), widens them on the way and stores
+// (src[g]: group g's halves from the chunk's first column on; zeros past the call's groups, so
+// that a register's second group needs no test), widens them on the way and stores
 // them to `wide` for the tiles after it, so the conversions and the reads from memory overlap
 // the multiply-adds (a loop of its own that widened the chunk first had 7 % of an F16 prompt's
 // samples, most of it waiting on the reads).
 template <class L, class W, int NV, int NT, bool kWiden>
-void half_wide_tile(int kc, float* wide, const uint16_t* const* src, int ngroups, const float* x, size_t xs, float* y,
-                    size_t ys, bool first, int tail, HalfWidePrefetch& pf) {
+void half_wide_tile(int kc, float* wide, const uint16_t* const* src, const float* x, size_t xs, float* y, size_t ys,
+                    bool first, int tail, HalfWidePrefetch& pf) {
   using V = typename L::V;
   V acc[NV][NT];
   STRATA_UNROLL for (int t = 0; t < NT; ++t) STRATA_UNROLL for (int p = 0; p < NV; ++p)
@@ -922,7 +923,7 @@ void half_wide_tile(int kc, float* wide, const uint16_t* const* src, int ngroups
     STRATA_UNROLL for (int p = 0; p < NV; ++p) {
       float* at = wide + (k * NV + p) * L::kRows;
       if constexpr (kWiden) {
-        wv[p] = L::template widen<W>(src, ngroups, p, k);
+        wv[p] = L::template widen<W>(src, p, k);
         L::store(at, wv[p]);
       } else {
         wv[p] = L::load(at);
@@ -947,7 +948,7 @@ void half_wide_tile(int kc, float* wide, const uint16_t* const* src, int ngroups
 template <class L, class W, int NT>
 void gemm_half_wide(int k0, int kc, const uint8_t* w, size_t gs, int ngroups, const float* x, size_t xs, int ntok,
                     float* y, size_t ys) {
-  using Tile = void (*)(int, float*, const uint16_t* const*, int, const float*, size_t, float*, size_t, bool, int,
+  using Tile = void (*)(int, float*, const uint16_t* const*, const float*, size_t, float*, size_t, bool, int,
                         HalfWidePrefetch&);
   static constexpr auto kTiles = []<int... I>(std::integer_sequence<int, I...>) {
     return std::array<std::array<std::array<Tile, NT>, 2>, 2>{
@@ -957,8 +958,10 @@ void gemm_half_wide(int k0, int kc, const uint8_t* w, size_t gs, int ngroups, co
   alignas(64) float wide[kHalfWideChunk * 2 * L::kRows];
   const int rows = 8 * ngroups, nv = (rows + L::kRows - 1) / L::kRows;
   const int tail = rows - (nv - 1) * L::kRows;
+  static constexpr uint16_t kZeroHalves[8 * kHalfWideChunk] = {};  // 0 as F16 and as BF16
   const uint16_t* src[2 * L::kRows / 8];
-  for (int g = 0; g < ngroups; ++g) src[g] = reinterpret_cast<const uint16_t*>(w + gs * g) + 8 * k0;
+  for (int g = 0; g < 2 * L::kRows / 8; ++g)
+    src[g] = g < ngroups ? reinterpret_cast<const uint16_t*>(w + gs * g) + 8 * k0 : kZeroHalves;
   // The next groups' chunk (the caller's next call) is fetched into L2 during the tiles, a line
   // every 4 columns: each group's chunk is its own 4 KiB stretch, which the hardware prefetcher
   // does not run ahead into, and a burst of prefetches stalled on the line fill buffers the
@@ -967,8 +970,8 @@ void gemm_half_wide(int k0, int kc, const uint8_t* w, size_t gs, int ngroups, co
   HalfWidePrefetch pf{reinterpret_cast<const char*>(w + gs * ngroups) + 8 * sizeof(uint16_t) * k0, gs, group_lines, 0,
                       ngroups * group_lines};
   for (int t = 0; t < ntok; t += NT)
-    kTiles[t == 0][nv - 1][std::min(NT, ntok - t) - 1](kc, wide, src, ngroups, x + xs * t + k0, xs, y + ys * t, ys, k0 == 0,
-                                                       tail, pf);
+    kTiles[t == 0][nv - 1][std::min(NT, ntok - t) - 1](kc, wide, src, x + xs * t + k0, xs, y + ys * t, ys, k0 == 0, tail,
+                                                       pf);
   while (pf.line < pf.end) pf.one();
 }
 
@@ -980,7 +983,7 @@ struct LanesAvx2 {
   static void store(float* p, V v) { _mm256_store_ps(p, v); }
   // Register p of column k: group p.
   template <class W>
-  static V widen(const uint16_t* const* src, int, int p, int k) { return W::load(src[p] + 8 * k); }
+  static V widen(const uint16_t* const* src, int p, int k) { return W::load(src[p] + 8 * k); }
   static V bcast(const float* p) { return _mm256_broadcast_ss(p); }
   static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   static V load_rows(const float* p, int) { return _mm256_loadu_ps(p); }
