@@ -79,6 +79,24 @@ void half_groups_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size
   }
 }
 
+// The pair kernels' prefetch, for block b of the call's first group (the second is gs bytes on).
+// The caller's next call takes the two groups after these, so where they are short (the
+// q2/q3 shapes' 896- and 1024-wide rows: 4-8 KiB per group), the lines fetched are the same
+// block of those two groups: each call's loads stay on four streams 2 gs apart, which the L1
+// fill buffers keep up with. Longer groups prefetch 2 KiB ahead in their own stream: 4 KiB
+// ahead, as the other kernels go, kept more lines in flight to memory than the fill buffers
+// hold on the AVX-512 host measured (the README's "Weights repacked at load").
+constexpr size_t kPairPrefetchGroupsMax = 16384, kPairPrefetchInGroup = 2048;
+template <class Block>
+inline void prefetch_pair_ahead(const Block* b, size_t gs) {
+  const char* p = reinterpret_cast<const char*>(b);
+  const size_t ahead = 2 * gs <= kPairPrefetchGroupsMax ? 2 * gs : kPairPrefetchInGroup;
+  for (size_t off = 0; off < sizeof(Block); off += 64) {
+    _mm_prefetch(p + ahead + off, _MM_HINT_T0);
+    _mm_prefetch(p + gs + ahead + off, _MM_HINT_T0);
+  }
+}
+
 // ---- Q4_0, Q5_0: two groups per call in one register ----
 // Unsigned codes of 4-value group g (0..7) of two Q4_0 / Q5_0 x8 blocks (nibble_group's layout).
 inline __m512i nibble_group2(const uint8_t* qa, const uint8_t* qb, int g) {
@@ -110,8 +128,7 @@ void unsigned32_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, 
   __m512 acc[NT];
   STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
   for (int ib = 0; ib < n / 32; ++ib) {
-    prefetch_ahead(b0 + ib);
-    prefetch_ahead(b1 + ib);
+    prefetch_pair_ahead(b0 + ib, gs);
     const BlockQ8_0* y[NT];
     STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_0*>(xq + xs * t) + ib;
     __m512i s32[NT];
@@ -160,8 +177,7 @@ void signed32_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, si
   __m512 acc[NT];
   STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
   for (int ib = 0; ib < n / 32; ++ib) {
-    prefetch_ahead(b0 + ib);
-    prefetch_ahead(b1 + ib);
+    prefetch_pair_ahead(b0 + ib, gs);
     const BlockQ8_0* y[NT];
     STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_0*>(xq + xs * t) + ib;
     __m512i s32[NT];
@@ -217,8 +233,7 @@ void q45_k_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_
   for (int ib = 0; ib < n / 256; ++ib) {
     const Packed& B0 = b0[ib];
     const Packed& B1 = b1[ib];
-    prefetch_ahead(b0 + ib);
-    prefetch_ahead(b1 + ib);
+    prefetch_pair_ahead(b0 + ib, gs);
     const BlockQ8_K* y[NT];
     STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
     __m512i isum[NT];
@@ -302,8 +317,7 @@ void q6_k_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t
   for (int ib = 0; ib < n / 256; ++ib) {
     const BlockQ6_Kx8& B0 = b0[ib];
     const BlockQ6_Kx8& B1 = b1[ib];
-    prefetch_ahead(b0 + ib);
-    prefetch_ahead(b1 + ib);
+    prefetch_pair_ahead(b0 + ib, gs);
     const BlockQ8_K* y[NT];
     STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
     __m512i isum[NT];
@@ -361,8 +375,7 @@ void iq4_xs_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size
   for (int ib = 0; ib < n / 256; ++ib) {
     const BlockIQ4_XSx8& B0 = b0[ib];
     const BlockIQ4_XSx8& B1 = b1[ib];
-    prefetch_ahead(b0 + ib);
-    prefetch_ahead(b1 + ib);
+    prefetch_pair_ahead(b0 + ib, gs);
     const BlockQ8_K* y[NT];
     STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
     __m512i isum[NT];
