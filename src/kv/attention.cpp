@@ -35,6 +35,11 @@ struct TokenChunk {
   PartialView out;
 };
 
+// One head's encoded vector of a cell, a cache line at a time.
+inline void prefetch_cell(const uint8_t* p, size_t bytes) {
+  for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off);
+}
+
 // Computes the partials of tokens that share a KV head, a first page p0 and a first cell `lo` (a
 // prompt's consecutive tokens; one token in decode): each over pages [p0, its p1], restricted to
 // its cells [lo, hi]. A page's keys and values are decoded into rows once and used by every query
@@ -64,16 +69,23 @@ void chunk_partials(const KvStore& store, SeqId s, int layer, int kv_head, const
     std::fill(o.l, o.l + group, 0.f);
     std::fill(o.acc, o.acc + static_cast<size_t>(group) * dv, 0.f);
   }
+  // The next page's view is taken one page early, so its cells of this head can be prefetched
+  // while this page's are decoded (each page is still looked up once).
+  PageView next = store.page(s, layer, p0);
   for (int pi = p0; pi <= p_end; ++pi) {
-    const PageView pv = store.page(s, layer, pi);
+    const PageView pv = next;
+    if (pi < p_end) next = store.page(s, layer, pi + 1);
+    const bool ahead = pi < p_end;
     // Cells of this page that token i reads: [c0, c0 + cells(i)); nc: the most any token reads.
     const int c0 = std::max(toks[0].lo, pv.first);
     auto cells = [&](int i) { return toks[i].p1 >= pi ? std::min(toks[i].hi, pv.first + pv.n - 1) - c0 + 1 : 0; };
     int nc = 0;
     for (int i = 0; i < n; ++i) nc = std::max(nc, cells(i));
     if (nc <= 0) continue;
-    for (int i = 0; i < nc; ++i)
+    for (int i = 0; i < nc; ++i) {
+      if (ahead) prefetch_cell(next.k + (static_cast<size_t>(i) * nkv + kv_head) * kh, kh);
       decode_k(pv.k + (static_cast<size_t>(c0 + i - pv.first) * nkv + kv_head) * kh, keys + static_cast<size_t>(i) * dk, dk);
+    }
     kt.attn_scores(dk, nc, keys, qs, rows, scores, P);  // every query row against every key
     for (int i = 0; i < n; ++i) {
       const TokenChunk& tk = toks[i];
@@ -97,8 +109,10 @@ void chunk_partials(const KvStore& store, SeqId s, int layer, int kv_head, const
         for (int j = 0; j < nt; ++j) tk.out.l[g] += wts[r * P + j];
       }
     }
-    for (int i = 0; i < nc; ++i)
+    for (int i = 0; i < nc; ++i) {
+      if (ahead) prefetch_cell(next.v + (static_cast<size_t>(i) * nkv + kv_head) * vh, vh);
       decode_v(pv.v + (static_cast<size_t>(c0 + i - pv.first) * nkv + kv_head) * vh, vals + static_cast<size_t>(i) * dv, dv);
+    }
     for (int i = 0; i < n; ++i)
       if (const int nt = cells(i); nt > 0)
         kt.attn_values(dv, nt, vals, wts + static_cast<size_t>(i) * group * P, P, group, toks[i].out.acc);
