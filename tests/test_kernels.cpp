@@ -169,19 +169,22 @@ TEST_P(IntKernelParity, WeightRowsKernelIsBitIdenticalToSingleRow) {
     const QDotRowsFn drows = simd->dotq_rows[static_cast<int>(t)];
     if (!drows) continue;  // matmul uses the single-row kernel for this format
     const GgmlType at = activation_type(t);
-    // 3 blocks of 256 per row, and 13 (the AVX-512 grid kernels sum 4 or 8 blocks per tree, then one by one)
-    for (const int n : {768, 3328}) {
+    // 3 blocks of 256 per row, and 13 (the AVX-512 grid kernels sum 4 or 8 blocks per tree, then
+    // one by one), and 65 (past the 64 blocks whose IQ1 offset sums are made once per call);
+    // raw rows only where their random scales stay finite.
+    for (const int n : {768, 3328, 16640}) {
       const size_t rb = row_bytes(t, n);
       std::vector<uint8_t> rows;
-      for (int r = 0; r < 5; ++r) {
-        auto row = random_row(t, n, 70 + r, r % 2 == 1);
+      constexpr int kRows = 15;  // calls of 4, 2 and 1 rows (the AVX-512 IQ1 kernels) in every mix
+      for (int r = 0; r < kRows; ++r) {
+        auto row = random_row(t, n, 70 + r, r % 2 == 1 && n < 4096);
         rows.insert(rows.end(), row.begin(), row.end());
       }
       auto x = randn(n, 7, 20.f);
       std::vector<uint8_t> xq(row_bytes(at, n));
       quantize_row(at, x.data(), xq.data(), n);
-      for (int nrows = 1; nrows <= 5; ++nrows) {
-        float out[5];
+      for (int nrows = 1; nrows <= kRows; ++nrows) {
+        float out[kRows];
         drows(n, rows.data(), rb, nrows, xq.data(), out);
         for (int r = 0; r < nrows; ++r) {
           const float single = simd->dotq[static_cast<int>(t)](n, rows.data() + r * rb, xq.data());

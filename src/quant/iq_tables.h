@@ -23,6 +23,9 @@ struct Tables {
   uint32_t iq3xxs[256], iq3s[512];               // 4 unsigned values
   uint64_t iq1s[2048];                           // 8 signed values of {-8, 0, 8}: 8 times the grid,
                                                  // the integer scale of IQ1 codes (8 * grid +- 1)
+  // IQ1 codes as unsigned bytes, 8 * grid + delta + 10: entry e has delta = +1, entry 2048 + e
+  // delta = -1 (the AVX-512 kernels put delta's sign in bit 11 of the index).
+  uint64_t iq1s_code[4096];
   // The 7 stored sign bits of a group of 8 plus an 8th that makes the count of minus signs even.
   uint8_t ksigns[128];
 };
