@@ -82,7 +82,6 @@ void dotq_vnni_multi(int n, const void* w, const uint8_t* xq, size_t stride, int
 struct GridPrep {
   __m512i scales;
   __m256i index[4];  // the formats' own use
-  __mmask16 neg;      // IQ1_S in the dot product: the 32-value sub-blocks whose δ is negative
 };
 template <int PerScale, int Stride>  // values per sub-scale; 16-bit elements between sub-scales
 constexpr auto scale_lanes() {
@@ -268,15 +267,19 @@ struct GridIQ1_S {
   static constexpr std::array<int, 16> kRotate = {8, 5, 2, 31, 8, 5, 2, 31, 8, 5, 2, 31, 8, 5, 2, 31};
   static constexpr bool kSignRotated = false;
   // The dot product looks up every entry with δ = +1 and takes 2 Σ y off the sub-blocks whose δ
-  // is negative, through a masked vpdpwssd of their sub-scales (GridPrep::neg) with -2 Σ y per
+  // is negative, through a masked vpdpwssd of their sub-scales (negative_delta) with -2 Σ y per
   // 32 values: two instructions per row and block where the sign in the index takes four.
   static constexpr bool kSubBlockSigns = true;
   static float d(const Block& b) { return h2f(b.d) * 0.125f; }
+  // Bit k: sub-block k's δ is negative. Taken where it is used: made in prepare, four rows' masks
+  // did not fit the mask registers beside the gathers' and went through general registers.
+  static __mmask16 negative_delta(const Block& b) {
+    return _mm_test_epi16_mask(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qh)), _mm_set1_epi16(static_cast<short>(0x8000)));
+  }
   template <int NR, bool kSign = true>
   static void prepare(const Block* const* b, uint8_t*, const uint8_t**, GridPrep* p) {
     for (int r = 0; r < NR; ++r) {
       const __m256i qh = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[r]->qh)));
-      if constexpr (!kSign) p[r].neg = _mm256_test_epi32_mask(qh, _mm256_set1_epi32(0x8000));
       // 2s + 1, s = bits 12..14: (qh >> 11 & 0xE) | 1
       p[r].scales = _mm512_castsi256_si512(
           _mm256_ternarylogic_epi32(_mm256_srli_epi32(qh, 11), _mm256_set1_epi32(0xE), _mm256_set1_epi32(1), 0xEA));
@@ -387,7 +390,7 @@ void dotq_grid_rows512(int n, const uint8_t* w, size_t ws, const uint8_t* xq, co
           tot[r] = _mm512_dpwssd_epi32(tot[r], _mm512_packs_epi32(a0, a1), s);
         }
         // sub-scale k in 32-bit lane k with a zero upper half, against -2 Σ y (sign-extended)
-        if constexpr (F::kSubBlockSigns) tot[r] = _mm512_mask_dpwssd_epi32(tot[r], p[r].neg, p[r].scales, off[4]);
+        if constexpr (F::kSubBlockSigns) tot[r] = _mm512_mask_dpwssd_epi32(tot[r], F::negative_delta(*b[r]), p[r].scales, off[4]);
         dy[r] = F::d(*b[r]) * y[i].d;
       }
     } else {
