@@ -169,8 +169,8 @@ TEST_P(IntKernelParity, WeightRowsKernelIsBitIdenticalToSingleRow) {
     const QDotRowsFn drows = simd->dotq_rows[static_cast<int>(t)];
     if (!drows) continue;  // matmul uses the single-row kernel for this format
     const GgmlType at = activation_type(t);
-    // 3 blocks of 256 per row, and 13 (the AVX-512 grid kernels sum 4 or 8 blocks per tree, then
-    // one by one), and 65 (past the 64 blocks whose IQ1 offset sums are made once per call);
+    // 3 blocks of 256 per row, and 13 (the AVX-512 grid kernels sum 8 / rows-per-call blocks per
+    // tree, then one by one), and 65 (past the 64 blocks whose IQ1 offset sums are made once per call);
     // raw rows only where their random scales stay finite.
     for (const int n : {768, 3328, 16640}) {
       const size_t rb = row_bytes(t, n);

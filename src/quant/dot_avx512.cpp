@@ -291,15 +291,9 @@ struct GridIQ1_S {
   }
   static __m512i grid(const Block&, const GridPrep& p, int j, const iq::Tables& t) { return iq1_grid(p, j, t); }
 };
-// iq1m_odd_scales with the last steps in one: the sub-scale at bits 9..11 -> (>> 8 & 0xE) | 1.
+// iq1m_odd_scales with its last steps in one: the sub-scale at bits 9..11 -> (>> 8 & 0xE) | 1.
 inline __m256i iq1m_odd_scales512(const BlockIQ1_M& b) {
-  uint64_t w;
-  std::memcpy(&w, b.scales, 8);
-  const __m256i words = _mm256_shuffle_epi8(_mm256_set1_epi64x(static_cast<long long>(w)),
-                                            _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3,
-                                                             4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7));
-  const __m256i up = _mm256_mullo_epi16(words, _mm256_setr_epi16(512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1));
-  return _mm256_ternarylogic_epi32(_mm256_srli_epi16(up, 8), _mm256_set1_epi16(0xE), _mm256_set1_epi16(1), 0xEA);
+  return _mm256_ternarylogic_epi32(_mm256_srli_epi16(iq1m_scales_at_bit9(b), 8), _mm256_set1_epi16(0xE), _mm256_set1_epi16(1), 0xEA);
 }
 struct GridIQ1_M {
   using Block = BlockIQ1_M;

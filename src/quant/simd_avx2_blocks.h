@@ -136,17 +136,20 @@ inline __m256i odd_scale(__m256i s) { return _mm256_add_epi16(_mm256_slli_epi16(
 inline __m256i odd32(__m256i s) { return _mm256_or_si256(_mm256_slli_epi32(s, 1), _mm256_set1_epi32(1)); }
 // Eight 16-bit values (one per 32-bit lane) in both halves of their lane.
 inline __m256i pairs16(__m256i v) { return _mm256_or_si256(v, _mm256_slli_epi32(v, 16)); }
-// IQ1_M's sixteen sub-scales as 2s + 1 in 16-bit lanes. Sub-scale g is bits 3k..3k+2 (k = g % 4)
-// of scale word g / 4: lane g takes word g / 4 and multiplies it by 2^(9 - 3k), which puts its
-// sub-scale at bits 9-11.
-inline __m256i iq1m_odd_scales(const BlockIQ1_M& b) {
+// IQ1_M's sixteen sub-scales in 16-bit lanes, each at bits 9-11 (other bits: the word's rest).
+// Sub-scale g is bits 3k..3k+2 (k = g % 4) of scale word g / 4: lane g takes word g / 4 and
+// multiplies it by 2^(9 - 3k).
+inline __m256i iq1m_scales_at_bit9(const BlockIQ1_M& b) {
   uint64_t w;
   std::memcpy(&w, b.scales, 8);
   const __m256i words = _mm256_shuffle_epi8(_mm256_set1_epi64x(static_cast<long long>(w)),
                                             _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3,
                                                              4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7));
-  const __m256i up = _mm256_mullo_epi16(words, _mm256_setr_epi16(512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1));
-  return odd_scale(_mm256_srli_epi16(_mm256_and_si256(up, _mm256_set1_epi16(0x0E00)), 9));
+  return _mm256_mullo_epi16(words, _mm256_setr_epi16(512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1));
+}
+// IQ1_M's sixteen sub-scales as 2s + 1 in 16-bit lanes.
+inline __m256i iq1m_odd_scales(const BlockIQ1_M& b) {
+  return odd_scale(_mm256_srli_epi16(_mm256_and_si256(iq1m_scales_at_bit9(b), _mm256_set1_epi16(0x0E00)), 9));
 }
 // Sixteen 4-bit sub-scales in 8 bytes, low nibble first.
 inline __m256i nibbles16(const uint8_t* p8) {
