@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cmath>
+#include <vector>
 
 #include "quant/dequant_blocks.h"
 #include "quant/simd_avx2_blocks.h"
@@ -595,6 +596,13 @@ inline __m128i entries2x64(const uint64_t* tab, unsigned e0, unsigned e1) {
 inline __m256i entries4x64(const uint64_t* tab, const unsigned* e) {
   return _mm256_set_m128i(entries2x64(tab, e[2], e[3]), entries2x64(tab, e[0], e[1]));
 }
+// The same from four broadcast loads, which take no shuffle unit (vbroadcastsd from memory is a
+// load alone on Zen 3), joined by blends, which run on any vector pipe.
+inline __m256i entries4x64_blend(const uint64_t* tab, const unsigned* e) {
+  auto at = [&](int k) { return _mm256_broadcast_sd(reinterpret_cast<const double*>(tab + e[k])); };
+  const __m256d v = _mm256_blend_pd(_mm256_blend_pd(at(0), at(1), 0x2), _mm256_blend_pd(at(2), at(3), 0x8), 0xC);
+  return _mm256_castpd_si256(v);
+}
 inline __m128i entries4x32(const uint32_t* tab, const unsigned* e) {
   auto at = [&](int k) { return _mm_load_ss(reinterpret_cast<const float*>(tab + e[k])); };
   __m128 v = at(0);
@@ -717,6 +725,7 @@ struct ChunkIQ2_XS {
 };
 struct ChunkIQ2_S {
   using Block = BlockIQ2_S;
+  static constexpr bool kIndicesAhead = true;
   static __m256i scales(const Block& b, float& d) {
     d = h2f(b.d) * 0.125f;
     return odd_scale(nibbles16(b.scales));
@@ -747,6 +756,7 @@ struct ChunkIQ3_XXS {
 };
 struct ChunkIQ3_S {
   using Block = BlockIQ3_S;
+  static constexpr bool kIndicesAhead = true;
   static __m256i scales(const Block& b, float& d) {
     uint32_t four;
     std::memcpy(&four, b.scales, 4);
@@ -769,6 +779,7 @@ struct ChunkIQ3_S {
 // chunk is multiplied with dot_i8x32.
 struct ChunkIQ1_S {
   using Block = BlockIQ1_S;
+  static constexpr bool kIndicesAhead = true;
   static __m256i scales(const Block& b, float& d) {
     d = h2f(b.d) * 0.125f;
     const __m256i qh = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qh)));
@@ -785,29 +796,34 @@ struct ChunkIQ1_S {
     // 8 * grid + (delta < 0 ? -1 : +1)
     return _mm256_add_epi8(entries_of(t.iq1s, g, c), _mm256_set1_epi8(b.qh[c] & 0x8000 ? -1 : 1));
   }
+  // The dot product's codes: 8 * grid + 11 (delta +1, offset 10), whatever delta's sign; the
+  // offset and the negative deltas come off through offset_scales.
+  static __m256i offset_codes(const Block&, const BlockPrep& g, int c, const iq::Tables& t) { return entries_of(t.iq1s_code, g, c); }
+  // Per 16 values (natural order): sub-scale times (10 + 2 if delta is negative).
+  static __m256i offset_scales(const Block& b) {
+    const __m256i qh = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qh)));
+    const __m256i s = odd32(_mm256_and_si256(_mm256_srli_epi32(qh, 12), _mm256_set1_epi32(7)));
+    const __m256i off = _mm256_add_epi32(_mm256_and_si256(_mm256_srli_epi32(qh, 14), _mm256_set1_epi32(2)), _mm256_set1_epi32(10));
+    return pairs16(_mm256_mullo_epi16(s, off));
+  }
 };
 struct ChunkIQ1_M {
   using Block = BlockIQ1_M;
+  static constexpr bool kIndicesAhead = true;
   static __m256i scales(const Block& b, float& d) {
     d = h2f(iq1m_d_bits(b)) * 0.125f;
     return iq1m_odd_scales(b);
   }
   // Group G = 4c + k has nibble k % 2 of qh[2c + k / 2]: its 3 low bits extend the index, its top
   // bit is the sign of the delta, kept as a group byte (0xFF for -1, 0x01 for +1).
+  // The nibble's top bit lands in bit 11 of the index: iq1s_code's half for a negative delta.
   static constexpr auto kLanes = index_lanes<2>([](int E) { return IndexLane{E / 2, -1, E % 2 ? 16 : 256}; });
-  static void prepare(const Block& b, BlockPrep& g) {
-    store_indices<2>(b.qs, b.qh, kLanes, 0x700, g);
-    const __m128i qh = load16(b.qh), one = _mm_set1_epi8(1);
-    auto negative = [&](int bit) {
-      const __m128i m = _mm_set1_epi8(static_cast<char>(bit));
-      return _mm_or_si128(_mm_cmpeq_epi8(_mm_and_si128(qh, m), m), one);
-    };
-    const __m128i low = negative(0x08), high = negative(0x80);  // groups 2j and 2j + 1 of qh byte j
-    g.groups = GroupBytes(_mm_unpacklo_epi8(low, high), _mm_unpackhi_epi8(low, high));
+  static void prepare(const Block& b, BlockPrep& g) { store_indices<2>(b.qs, b.qh, kLanes, 0xF00, g); }
+  static __m256i offset_codes(const Block&, const BlockPrep& g, int c, const iq::Tables& t) { return entries_of(t.iq1s_code, g, c); }
+  static __m256i codes(const Block& b, const BlockPrep& g, int c, const iq::Tables& t) {
+    return _mm256_sub_epi8(offset_codes(b, g, c, t), _mm256_set1_epi8(10));
   }
-  static __m256i codes(const Block&, const BlockPrep& g, int c, const iq::Tables& t) {
-    return _mm256_add_epi8(entries_of(t.iq1s, g, c), g.groups.spread(c));
-  }
+  static __m256i offset_scales(const Block& b) { return _mm256_mullo_epi16(iq1m_odd_scales(b), _mm256_set1_epi16(10)); }
 };
 struct ChunkIQ4_XS {
   using Block = BlockIQ4_XS;
@@ -957,6 +973,20 @@ inline __m256i signed_activations(__m256i y, __m256i s) {
   if constexpr (requires { F::kUnsignedCodes; }) return y;
   else return _mm256_sign_epi8(y, s);
 }
+// IQ1: codes offset to unsigned bytes (offset_codes) go into maddubs as they are, with no signs
+// to move onto the activations; the offset times each 16 values' activation sum (Q8_K bsums)
+// comes off the block's integer total (offset_scales: the sub-scale times the offset), so the
+// total, and the result's bits, are those of the signed codes.
+template <typename F>
+constexpr bool has_offset_codes = requires(const typename F::Block& b, const BlockPrep& g, const iq::Tables& t) {
+  F::offset_codes(b, g, 0, t);
+  F::offset_scales(b);
+};
+// The stored indices are read back a whole block after they were written: read back at once, the
+// store, its reload and the table loads behind it made one chain of latencies per block, which the
+// out-of-order window (about one block of two rows) could not overlap with the next block's.
+template <typename F>
+constexpr bool kIndicesAhead = requires { F::kIndicesAhead; };
 template <typename F>
 inline void prepare_block(const typename F::Block& b, BlockPrep& g) {
   if constexpr (has_prepare<F>) F::prepare(b, g);
@@ -986,6 +1016,11 @@ void dotq_codes_tile(int n, const uint8_t* w, size_t ws, const uint8_t* xq, size
   __m256i prev[NR][NT];
   STRATA_UNROLL for (int r = 0; r < NR; ++r) STRATA_UNROLL for (int t = 0; t < NT; ++t) prev[r][t] = _mm256_setzero_si256();
   const int nb = n / 256;
+  // Formats whose table indices go through memory prepare each block one block ahead.
+  constexpr bool kAhead = kIndicesAhead<F>;
+  BlockPrep prep[kAhead ? 2 : 1][NR];
+  if constexpr (kAhead)
+    if (nb > 0) STRATA_UNROLL for (int r = 0; r < NR; ++r) prepare_block<F>(block(r, 0), prep[0][r]);
   for (int i = 0; i <= nb; ++i) {
     __m256i sum[NR][NT];
     STRATA_UNROLL for (int r = 0; r < NR; ++r) STRATA_UNROLL for (int t = 0; t < NT; ++t) sum[r][t] = _mm256_setzero_si256();
@@ -993,21 +1028,37 @@ void dotq_codes_tile(int n, const uint8_t* w, size_t ws, const uint8_t* xq, size
     if (i < nb) {
       STRATA_UNROLL for (int r = 0; r < NR; ++r) prefetch_codes_ahead(&block(r, i));
       __m256i scales[NR];
-      BlockPrep sg[NR];
+      BlockPrep* sg = prep[kAhead ? i & 1 : 0];
+      if constexpr (kAhead) {
+        if (i + 1 < nb) STRATA_UNROLL for (int r = 0; r < NR; ++r) prepare_block<F>(block(r, i + 1), prep[(i + 1) & 1][r]);
+      }
       STRATA_UNROLL for (int r = 0; r < NR; ++r) {
         scales[r] = block_scales(F::scales(block(r, i), d[r]));
-        prepare_block<F>(block(r, i), sg[r]);
+        if constexpr (!kAhead) prepare_block<F>(block(r, i), sg[r]);
       }
       // Unrolled: each chunk's scale shuffle becomes a constant (IQ2_XXS, IQ1_M -20 % time per row).
       STRATA_UNROLL for (int c = 0; c < 8; ++c) {
         __m256i a[NR], s[NR];
-        STRATA_UNROLL for (int r = 0; r < NR; ++r) magnitudes_and_signs<F>(block(r, i), c, tab, sg[r], a[r], s[r]);
+        STRATA_UNROLL for (int r = 0; r < NR; ++r) {
+          if constexpr (has_offset_codes<F>) a[r] = s[r] = F::offset_codes(block(r, i), sg[r], c, tab);
+          else magnitudes_and_signs<F>(block(r, i), c, tab, sg[r], a[r], s[r]);
+        }
         STRATA_UNROLL for (int t = 0; t < NT; ++t) {
           const __m256i y = load32(act(t, i).qs + 32 * c);
           STRATA_UNROLL for (int r = 0; r < NR; ++r) {
-            const __m256i p = _mm256_maddubs_epi16(a[r], signed_activations<F>(y, s[r]));
+            __m256i p;
+            if constexpr (has_offset_codes<F>) p = _mm256_maddubs_epi16(a[r], y);
+            else p = _mm256_maddubs_epi16(a[r], signed_activations<F>(y, s[r]));
             sum[r][t] = _mm256_add_epi32(sum[r][t], _mm256_madd_epi16(p, scale_pair(scales[r], c)));
+            if constexpr (has_offset_codes<F>) STRATA_KEEP(sum[r][t]);
           }
+        }
+      }
+      if constexpr (has_offset_codes<F>) {
+        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+          const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act(t, i).bsums));
+          STRATA_UNROLL for (int r = 0; r < NR; ++r)
+            sum[r][t] = _mm256_sub_epi32(sum[r][t], _mm256_madd_epi16(bsums, F::offset_scales(block(r, i))));
         }
       }
     }
@@ -1031,6 +1082,166 @@ void dotq_codes_rows(int n, const uint8_t* w, size_t row_stride, int nrows, cons
   int r = 0;
   for (; r + 2 <= nrows; r += 2) dotq_codes_tile<F, 2, 1>(n, w + r * row_stride, row_stride, xq, 0, out + r);
   if (r < nrows) dotq_codes_tile<F, 1, 1>(n, w + r * row_stride, row_stride, xq, 0, out + r);
+}
+
+// ---- IQ1_S and IQ1_M decode (matrix-vector) ----
+// The generic driver above spends most of an IQ1 block on vector loads and shuffles (Zen 3 takes
+// two of each per cycle): per 32 values, four table entries merged into one register and a
+// shuffle for the sub-scales. Here the eight entry registers of a block are laid out so that
+// their sub-scales need no shuffle per register: register k holds in its 64-bit lane q the group
+// G(k, q) = 16 (k / 4) + 4 q + k % 4, so lane q always covers sub-block q (IQ1_S: registers 0-3)
+// or q + 4 (4-7), and IQ1_M's 16-value halves repeat every two registers. The activations are
+// put in the same order once per call (iq1_permuted_activations), for every row. Codes are the
+// offset ones (iq1s_code: 8 g + delta + 10), the offset taken off through the Q8_K sums as in the
+// generic driver, so each block's integer total, and the result's bits, are the same.
+constexpr int iq1_group(int E) {
+  const int k = E / 4, q = E % 4;
+  return 16 * (k / 4) + 4 * q + k % 4;
+}
+// Activation block i, 64-bit groups in G(k, q) order: register k = lane k of the natural chunk
+// registers 4 (k / 4) .. 4 (k / 4) + 3, a 4 x 4 transpose of 64-bit lanes.
+inline void iq1_permute_block(const BlockQ8_K& y, int8_t* out) {
+  for (int h = 0; h < 2; ++h) {
+    const __m256i y0 = load32(y.qs + 128 * h), y1 = load32(y.qs + 128 * h + 32), y2 = load32(y.qs + 128 * h + 64),
+                  y3 = load32(y.qs + 128 * h + 96);
+    const __m256i t0 = _mm256_unpacklo_epi64(y0, y1), t1 = _mm256_unpackhi_epi64(y0, y1);
+    const __m256i t2 = _mm256_unpacklo_epi64(y2, y3), t3 = _mm256_unpackhi_epi64(y2, y3);
+    auto* o = reinterpret_cast<__m256i*>(out + 128 * h);
+    _mm256_storeu_si256(o + 0, _mm256_permute2x128_si256(t0, t2, 0x20));
+    _mm256_storeu_si256(o + 1, _mm256_permute2x128_si256(t1, t3, 0x20));
+    _mm256_storeu_si256(o + 2, _mm256_permute2x128_si256(t0, t2, 0x31));
+    _mm256_storeu_si256(o + 3, _mm256_permute2x128_si256(t1, t3, 0x31));
+  }
+}
+// The 32 indices of a block in G(k, q) order (entry E = 4k + q) as 16-bit values: the code
+// bytes picked per lane from qs, the high bits as in store_indices.
+template <class F>
+inline void iq1_indices(const typename F::Block& b, uint16_t* idx) {
+  alignas(32) static constexpr auto kCodePick = [] {
+    std::array<int8_t, 32> p{};
+    for (int j = 0; j < 32; ++j) p[j] = j % 2 ? -1 : static_cast<int8_t>(iq1_group(j / 2));  // 16-bit lane j / 2
+    return p;
+  }();
+  static constexpr auto kLanes = index_lanes<2>([](int E) { return F::lane(iq1_group(E)); });
+  const __m256i qh2 = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qh)));
+  const __m256i m = _mm256_set1_epi16(static_cast<int16_t>(F::kIndexMask));
+  const __m256i pick = _mm256_load_si256(reinterpret_cast<const __m256i*>(kCodePick.data()));
+  for (int g = 0; g < 2; ++g) {
+    // entries 16g .. 16g + 15: groups 16g .. 16g + 15, all in qs[16g .. 16g + 16)
+    const __m256i codes = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(load16(b.qs + 16 * g)), pick);
+    const __m256i h = _mm256_shuffle_epi8(qh2, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kLanes[g].pick.data())));
+    const __m256i mul = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kLanes[g].mul.data()));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(idx + 16 * g), _mm256_or_si256(codes, _mm256_and_si256(_mm256_mullo_epi16(h, mul), m)));
+  }
+}
+// Entry register k: four indices from one 64-bit load.
+inline __m256i iq1_entries(const uint64_t* tab, const uint16_t* idx, int k) {
+  uint64_t q;
+  std::memcpy(&q, idx + 4 * k, 8);
+  const unsigned e[4] = {static_cast<unsigned>(q & 0xFFFF), static_cast<unsigned>((q >> 16) & 0xFFFF),
+                         static_cast<unsigned>((q >> 32) & 0xFFFF), static_cast<unsigned>(q >> 48)};
+  return entries4x64(tab, e);
+}
+// Sub-scales per 64-bit lane of each entry register (sc[k]): IQ1_S two registers, IQ1_M four.
+struct Iq1S {
+  using Block = BlockIQ1_S;
+  static constexpr int kScaleRegs = 2;
+  static constexpr int kIndexMask = 0x700;  // delta's sign through offset_scales
+  static constexpr IndexLane lane(int G) {
+    const int c = G / 4, k = G % 4;
+    return k < 3 ? IndexLane{2 * c, 2 * c + 1, 256 >> (3 * k)} : IndexLane{2 * c + 1, -1, 128};
+  }
+  static int scale_reg(int k) { return k / 4; }
+  static float d(const Block& b) { return h2f(b.d) * 0.125f; }
+  static void scales(const Block& b, __m256i* sc) {
+    const __m256i qh = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qh)));
+    const __m256i s = pairs16(odd32(_mm256_and_si256(_mm256_srli_epi32(qh, 12), _mm256_set1_epi32(7))));
+    sc[0] = _mm256_permutevar8x32_epi32(s, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
+    sc[1] = _mm256_permutevar8x32_epi32(s, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7));
+  }
+  static __m256i offset_scales(const Block& b) { return ChunkIQ1_S::offset_scales(b); }
+};
+struct Iq1M {
+  using Block = BlockIQ1_M;
+  static constexpr int kScaleRegs = 4;
+  static constexpr int kIndexMask = 0xF00;  // delta's sign in bit 11: iq1s_code's second half
+  static constexpr IndexLane lane(int G) { return IndexLane{G / 2, -1, G % 2 ? 16 : 256}; }
+  // register k, lane q: group 16 (k / 4) + 4q + k % 4, half 8 (k / 4) + 2q + (k % 4) / 2
+  static int scale_reg(int k) { return k / 2; }
+  static float d(const Block& b) { return h2f(iq1m_d_bits(b)) * 0.125f; }
+  static void scales(const Block& b, __m256i* sc) {
+    const __m256i s = iq1m_odd_scales(b);  // 16-bit lanes, halves 0..15
+    const __m128i even = _mm_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13);
+    const __m128i odd = _mm_setr_epi8(2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15);
+    const __m256i de = _mm256_shuffle_epi8(s, _mm256_set_m128i(even, even));  // dword j: half 2j twice
+    const __m256i dd = _mm256_shuffle_epi8(s, _mm256_set_m128i(odd, odd));    // dword j: half 2j + 1 twice
+    const __m256i lo = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3), hi = _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7);
+    sc[0] = _mm256_permutevar8x32_epi32(de, lo);
+    sc[1] = _mm256_permutevar8x32_epi32(dd, lo);
+    sc[2] = _mm256_permutevar8x32_epi32(de, hi);
+    sc[3] = _mm256_permutevar8x32_epi32(dd, hi);
+  }
+  static __m256i offset_scales(const Block& b) { return ChunkIQ1_M::offset_scales(b); }
+};
+
+// NR weight rows against one activation row (y, and yp its blocks in G(k, q) order).
+template <class F, int NR>
+void iq1_rows_tile(int n, const uint8_t* w, size_t ws, const BlockQ8_K* y, const int8_t* yp, float* out) {
+  using Block = typename F::Block;
+  const uint64_t* tab = iq::tables().iq1s_code;
+  auto block = [&](int r, int i) -> const Block& { return reinterpret_cast<const Block*>(w + r * ws)[i]; };
+  const int nb = n / 256;
+  float acc[NR] = {}, prev_d[NR] = {}, prev_yd = 0.f;
+  __m256i prev[NR];
+  STRATA_UNROLL for (int r = 0; r < NR; ++r) prev[r] = _mm256_setzero_si256();
+  // Each block's indices are made one block ahead, so their stores are done before they are read.
+  alignas(32) uint16_t idx[2][NR][32];
+  if (nb > 0) STRATA_UNROLL for (int r = 0; r < NR; ++r) iq1_indices<F>(block(r, 0), idx[0][r]);
+  for (int i = 0; i < nb; ++i) {
+    const uint16_t(*ix)[32] = idx[i & 1];
+    STRATA_UNROLL for (int r = 0; r < NR; ++r) prefetch_codes_ahead(&block(r, i));
+    if (i + 1 < nb) STRATA_UNROLL for (int r = 0; r < NR; ++r) iq1_indices<F>(block(r, i + 1), idx[(i + 1) & 1][r]);
+    __m256i sc[NR][F::kScaleRegs], sum[NR];
+    STRATA_UNROLL for (int r = 0; r < NR; ++r) {
+      F::scales(block(r, i), sc[r]);
+      sum[r] = _mm256_setzero_si256();
+    }
+    const int8_t* yk = yp + 256 * i;
+    STRATA_UNROLL for (int k = 0; k < 8; ++k) {
+      const __m256i yv = load32(yk + 32 * k);
+      STRATA_UNROLL for (int r = 0; r < NR; ++r) {
+        const __m256i p = _mm256_maddubs_epi16(iq1_entries(tab, ix[r], k), yv);
+        sum[r] = _mm256_add_epi32(sum[r], _mm256_madd_epi16(p, sc[r][F::scale_reg(k)]));
+        STRATA_KEEP(sum[r]);
+      }
+    }
+    const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].bsums));
+    STRATA_UNROLL for (int r = 0; r < NR; ++r) {
+      sum[r] = _mm256_sub_epi32(sum[r], _mm256_madd_epi16(bsums, F::offset_scales(block(r, i))));
+      // the previous block's float step, now that its total is ready (as in dotq_codes_tile)
+      if (i > 0) acc[r] = block_step(prev_d[r], prev_yd, hsum_i32(prev[r]), acc[r]);
+      prev[r] = sum[r];
+      prev_d[r] = F::d(block(r, i));
+    }
+    prev_yd = y[i].d;
+  }
+  STRATA_UNROLL for (int r = 0; r < NR; ++r) {
+    if (nb > 0) acc[r] = block_step(prev_d[r], prev_yd, hsum_i32(prev[r]), acc[r]);
+    out[r] = acc[r] - 0.f;
+  }
+}
+
+template <class F>
+void iq1_rows(int n, const uint8_t* w, size_t row_stride, int nrows, const uint8_t* xq, float* out) {
+  const auto* y = reinterpret_cast<const BlockQ8_K*>(xq);
+  const int nb = n / 256;
+  thread_local std::vector<int8_t> permuted;
+  permuted.resize(static_cast<size_t>(nb) * 256);
+  for (int i = 0; i < nb; ++i) iq1_permute_block(y[i], permuted.data() + 256 * i);
+  const int8_t* yp = permuted.data();
+  int r = 0;
+  for (; r + 2 <= nrows; r += 2) iq1_rows_tile<F, 2>(n, w + r * row_stride, row_stride, y, yp, out + r);
+  if (r < nrows) iq1_rows_tile<F, 1>(n, w + r * row_stride, row_stride, y, yp, out + r);
 }
 
 // Prefill of these formats: 8 weight rows decoded once per matmul into DecodedX8Block
@@ -1189,9 +1400,11 @@ void fill_avx2_int_kernels(KernelTable& t) {
   // columns: Q3_K 42 -> 35, 40 -> 33, Q2_K 46 -> 41-46, 41 -> 41); IQ3_S ran slower with two rows
   // (79 -> 104 µs at 1024 columns).
 #define STRATA_ROWS(T) t.dotq_rows[static_cast<int>(GgmlType::T)] = dotq_codes_rows<Chunk##T>;
-  STRATA_ROWS(IQ2_XXS) STRATA_ROWS(IQ2_XS) STRATA_ROWS(IQ2_S) STRATA_ROWS(IQ3_XXS) STRATA_ROWS(IQ1_S) STRATA_ROWS(IQ1_M)
+  STRATA_ROWS(IQ2_XXS) STRATA_ROWS(IQ2_XS) STRATA_ROWS(IQ2_S) STRATA_ROWS(IQ3_XXS)
   STRATA_ROWS(TQ1_0) STRATA_ROWS(TQ2_0) STRATA_ROWS(Q2_K) STRATA_ROWS(Q3_K)
 #undef STRATA_ROWS
+  t.dotq_rows[static_cast<int>(GgmlType::IQ1_S)] = iq1_rows<Iq1S>;
+  t.dotq_rows[static_cast<int>(GgmlType::IQ1_M)] = iq1_rows<Iq1M>;
   // Prefill of the lookup-bound formats: 8 rows decoded at once.
 #define STRATA_DECODED(T)                                                         \
   t.decode_rows8[static_cast<int>(GgmlType::T)] = decode_rows8_codes<Chunk##T>; \
