@@ -768,6 +768,15 @@ struct ChunkIQ3_S {
   static __m256i grid(const Block&, const BlockPrep& g, int c, const iq::Tables& t) { return entries_of(t.iq3s, g, c); }
 };
 
+// The index lanes of group G (as in index_lanes). IQ1_S: qs[G] | bits 3k..3k+2 of qh[c] << 8
+// (c = G / 4, k = G % 4; bits 9-11 for k = 3 come from qh[c]'s high byte alone, shifted left 7).
+// IQ1_M: G's nibble of qh[G / 2] shifted to bits 8-11.
+constexpr IndexLane iq1s_lane(int G) {
+  const int c = G / 4, k = G % 4;
+  return k < 3 ? IndexLane{2 * c, 2 * c + 1, 256 >> (3 * k)} : IndexLane{2 * c + 1, -1, 128};
+}
+constexpr IndexLane iq1m_lane(int G) { return IndexLane{G / 2, -1, G % 2 ? 16 : 256}; }
+
 // Formats whose codes are signed bytes built per 32-value chunk (IQ1_*, IQ4_XS, TQ1_0, TQ2_0): the
 // chunk is multiplied with dot_i8x32.
 struct ChunkIQ1_S {
@@ -778,13 +787,10 @@ struct ChunkIQ1_S {
     const __m256i qh = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qh)));
     return odd_pairs(_mm256_and_si256(_mm256_srli_epi32(qh, 12), _mm256_set1_epi32(7)));
   }
-  // Index of entry k of chunk c: qs[4c + k] | bits 3k..3k+2 of qh[c] << 8 (bits 9-11 for k = 3
-  // come from qh[c]'s high byte alone, shifted left 7).
-  static constexpr auto kLanes = index_lanes<2>([](int E) {
-    const int c = E / 4, k = E % 4;
-    return k < 3 ? IndexLane{2 * c, 2 * c + 1, 256 >> (3 * k)} : IndexLane{2 * c + 1, -1, 128};
-  });
-  static void prepare(const Block& b, BlockPrep& g) { store_indices<2>(b.qs, b.qh, kLanes, 0x700, g); }
+  static constexpr IndexLane lane(int G) { return iq1s_lane(G); }
+  static constexpr auto kLanes = index_lanes<2>(iq1s_lane);
+  static constexpr int kIndexMask = 0x700;  // delta's sign apart (codes, offset_scales)
+  static void prepare(const Block& b, BlockPrep& g) { store_indices<2>(b.qs, b.qh, kLanes, kIndexMask, g); }
   static __m256i codes(const Block& b, const BlockPrep& g, int c, const iq::Tables& t) {
     // 8 * grid + (delta < 0 ? -1 : +1)
     return _mm256_add_epi8(entries_of(t.iq1s, g, c), _mm256_set1_epi8(b.qh[c] & 0x8000 ? -1 : 1));
@@ -809,8 +815,10 @@ struct ChunkIQ1_M {
   }
   // Group G = 4c + k has nibble k % 2 of qh[2c + k / 2]: its 3 low bits extend the index, its top
   // bit (the sign of the delta) lands in bit 11, which picks iq1s_code's half for a negative delta.
-  static constexpr auto kLanes = index_lanes<2>([](int E) { return IndexLane{E / 2, -1, E % 2 ? 16 : 256}; });
-  static void prepare(const Block& b, BlockPrep& g) { store_indices<2>(b.qs, b.qh, kLanes, 0xF00, g); }
+  static constexpr IndexLane lane(int G) { return iq1m_lane(G); }
+  static constexpr auto kLanes = index_lanes<2>(iq1m_lane);
+  static constexpr int kIndexMask = 0xF00;
+  static void prepare(const Block& b, BlockPrep& g) { store_indices<2>(b.qs, b.qh, kLanes, kIndexMask, g); }
   static __m256i offset_codes(const Block&, const BlockPrep& g, int c, const iq::Tables& t) { return entries_of(t.iq1s_code, g, c); }
   static __m256i codes(const Block& b, const BlockPrep& g, int c, const iq::Tables& t) {
     return _mm256_sub_epi8(offset_codes(b, g, c, t), _mm256_set1_epi8(10));
@@ -1084,7 +1092,7 @@ void dotq_codes_rows(int n, const uint8_t* w, size_t row_stride, int nrows, cons
 // their sub-scales need no shuffle per register: register k holds in its 64-bit lane q the group
 // G(k, q) = 16 (k / 4) + 4 q + k % 4, so lane q always covers sub-block q (IQ1_S: registers 0-3)
 // or q + 4 (4-7), and IQ1_M's 16-value halves repeat every two registers. The activations are
-// put in the same order once per call (iq1_permuted_activations), for every row. Codes are the
+// put in the same order once per call (iq1_permute_block), for every row. Codes are the
 // offset ones (iq1s_code: 8 g + delta + 10), the offset taken off through the Q8_K sums as in the
 // generic driver, so each block's integer total, and the result's bits, are the same.
 constexpr int iq1_group(int E) {
@@ -1107,17 +1115,17 @@ inline void iq1_permute_block(const BlockQ8_K& y, int8_t* out) {
   }
 }
 // The 32 indices of a block in G(k, q) order (entry E = 4k + q) as 16-bit values: the code
-// bytes picked per lane from qs, the high bits as in store_indices.
-template <class F>
-inline void iq1_indices(const typename F::Block& b, uint16_t* idx) {
+// bytes picked per lane from qs, the high bits as in store_indices (C: ChunkIQ1_S or ChunkIQ1_M).
+template <class C>
+inline void iq1_indices(const typename C::Block& b, uint16_t* idx) {
   alignas(32) static constexpr auto kCodePick = [] {
     std::array<int8_t, 32> p{};
     for (int j = 0; j < 32; ++j) p[j] = j % 2 ? -1 : static_cast<int8_t>(iq1_group(j / 2));  // 16-bit lane j / 2
     return p;
   }();
-  static constexpr auto kLanes = index_lanes<2>([](int E) { return F::lane(iq1_group(E)); });
+  static constexpr auto kLanes = index_lanes<2>([](int E) { return C::lane(iq1_group(E)); });
   const __m256i qh2 = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qh)));
-  const __m256i m = _mm256_set1_epi16(static_cast<int16_t>(F::kIndexMask));
+  const __m256i m = _mm256_set1_epi16(static_cast<int16_t>(C::kIndexMask));
   const __m256i pick = _mm256_load_si256(reinterpret_cast<const __m256i*>(kCodePick.data()));
   for (int g = 0; g < 2; ++g) {
     // entries 16g .. 16g + 15: groups 16g .. 16g + 15, all in qs[16g .. 16g + 16)
@@ -1135,35 +1143,25 @@ inline __m256i iq1_entries(const uint64_t* tab, const uint16_t* idx, int k) {
                          static_cast<unsigned>((q >> 32) & 0xFFFF), static_cast<unsigned>(q >> 48)};
   return entries4x64(tab, e);
 }
-// Sub-scales per 64-bit lane of each entry register (sc[k]): IQ1_S two registers, IQ1_M four.
+// The layout of each format's sub-scales (the natural ones of Chunk::scales) over the entry
+// registers: register k takes sc[scale_reg(k)], one sub-scale per 64-bit lane.
 struct Iq1S {
-  using Block = BlockIQ1_S;
+  using Chunk = ChunkIQ1_S;
   static constexpr int kScaleRegs = 2;
-  static constexpr int kIndexMask = 0x700;  // delta's sign through offset_scales
-  static constexpr IndexLane lane(int G) {
-    const int c = G / 4, k = G % 4;
-    return k < 3 ? IndexLane{2 * c, 2 * c + 1, 256 >> (3 * k)} : IndexLane{2 * c + 1, -1, 128};
-  }
-  static constexpr int scale_reg(int k) { return k / 4; }
-  static float d(const Block& b) { return h2f(b.d) * 0.125f; }
-  static void scales(const Block& b, __m256i* sc) {
-    const __m256i qh = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qh)));
-    const __m256i s = pairs16(odd32(_mm256_and_si256(_mm256_srli_epi32(qh, 12), _mm256_set1_epi32(7))));
+  static constexpr int scale_reg(int k) { return k / 4; }  // lane q: sub-block q + 4 (k / 4)
+  // s: 32-bit lane j holds sub-block j's scale in both halves
+  static void scale_regs(__m256i s, __m256i* sc) {
     sc[0] = _mm256_permutevar8x32_epi32(s, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
     sc[1] = _mm256_permutevar8x32_epi32(s, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7));
   }
-  static __m256i offset_scales(const Block& b) { return ChunkIQ1_S::offset_scales(b); }
 };
 struct Iq1M {
-  using Block = BlockIQ1_M;
+  using Chunk = ChunkIQ1_M;
   static constexpr int kScaleRegs = 4;
-  static constexpr int kIndexMask = 0xF00;  // delta's sign in bit 11: iq1s_code's second half
-  static constexpr IndexLane lane(int G) { return IndexLane{G / 2, -1, G % 2 ? 16 : 256}; }
   // register k, lane q: group 16 (k / 4) + 4q + k % 4, half 8 (k / 4) + 2q + (k % 4) / 2
   static constexpr int scale_reg(int k) { return k / 2; }
-  static float d(const Block& b) { return h2f(iq1m_d_bits(b)) * 0.125f; }
-  static void scales(const Block& b, __m256i* sc) {
-    const __m256i s = iq1m_odd_scales(b);  // 16-bit lanes, halves 0..15
+  // s: 16-bit lane h holds half h's scale
+  static void scale_regs(__m256i s, __m256i* sc) {
     const __m128i even = _mm_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13);
     const __m128i odd = _mm_setr_epi8(2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15);
     const __m256i de = _mm256_shuffle_epi8(s, _mm256_set_m128i(even, even));  // dword j: half 2j twice
@@ -1174,13 +1172,13 @@ struct Iq1M {
     sc[2] = _mm256_permutevar8x32_epi32(de, hi);
     sc[3] = _mm256_permutevar8x32_epi32(dd, hi);
   }
-  static __m256i offset_scales(const Block& b) { return ChunkIQ1_M::offset_scales(b); }
 };
 
 // NR weight rows against one activation row (y, and yp its blocks in G(k, q) order).
 template <class F, int NR>
 void iq1_rows_tile(int n, const uint8_t* w, size_t ws, const BlockQ8_K* y, const int8_t* yp, float* out) {
-  using Block = typename F::Block;
+  using C = typename F::Chunk;
+  using Block = typename C::Block;
   const uint64_t* tab = iq::tables().iq1s_code;
   auto block = [&](int r, int i) -> const Block& { return reinterpret_cast<const Block*>(w + r * ws)[i]; };
   const int nb = n / 256;
@@ -1189,14 +1187,15 @@ void iq1_rows_tile(int n, const uint8_t* w, size_t ws, const BlockQ8_K* y, const
   STRATA_UNROLL for (int r = 0; r < NR; ++r) prev[r] = _mm256_setzero_si256();
   // Each block's indices are made one block ahead, so their stores are done before they are read.
   alignas(32) uint16_t idx[2][NR][32];
-  if (nb > 0) STRATA_UNROLL for (int r = 0; r < NR; ++r) iq1_indices<F>(block(r, 0), idx[0][r]);
+  if (nb > 0) STRATA_UNROLL for (int r = 0; r < NR; ++r) iq1_indices<C>(block(r, 0), idx[0][r]);
   for (int i = 0; i < nb; ++i) {
     const uint16_t(*ix)[32] = idx[i & 1];
     STRATA_UNROLL for (int r = 0; r < NR; ++r) prefetch_codes_ahead(&block(r, i));
-    if (i + 1 < nb) STRATA_UNROLL for (int r = 0; r < NR; ++r) iq1_indices<F>(block(r, i + 1), idx[(i + 1) & 1][r]);
+    if (i + 1 < nb) STRATA_UNROLL for (int r = 0; r < NR; ++r) iq1_indices<C>(block(r, i + 1), idx[(i + 1) & 1][r]);
     __m256i sc[NR][F::kScaleRegs], sum[NR];
+    float d[NR];
     STRATA_UNROLL for (int r = 0; r < NR; ++r) {
-      F::scales(block(r, i), sc[r]);
+      F::scale_regs(C::scales(block(r, i), d[r]), sc[r]);
       sum[r] = _mm256_setzero_si256();
     }
     const int8_t* yk = yp + 256 * i;
@@ -1210,17 +1209,17 @@ void iq1_rows_tile(int n, const uint8_t* w, size_t ws, const BlockQ8_K* y, const
     }
     const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].bsums));
     STRATA_UNROLL for (int r = 0; r < NR; ++r) {
-      sum[r] = _mm256_sub_epi32(sum[r], _mm256_madd_epi16(bsums, F::offset_scales(block(r, i))));
+      sum[r] = _mm256_sub_epi32(sum[r], _mm256_madd_epi16(bsums, C::offset_scales(block(r, i))));
       // the previous block's float step, now that its total is ready (as in dotq_codes_tile)
       if (i > 0) acc[r] = block_step(prev_d[r], prev_yd, hsum_i32(prev[r]), acc[r]);
       prev[r] = sum[r];
-      prev_d[r] = F::d(block(r, i));
+      prev_d[r] = d[r];
     }
     prev_yd = y[i].d;
   }
   STRATA_UNROLL for (int r = 0; r < NR; ++r) {
     if (nb > 0) acc[r] = block_step(prev_d[r], prev_yd, hsum_i32(prev[r]), acc[r]);
-    out[r] = acc[r] - 0.f;
+    out[r] = acc[r];
   }
 }
 
