@@ -600,13 +600,21 @@ void decode_packed8_iq2(int n, const uint8_t* w, uint8_t* out) {
   }
 }
 
+// Codes of group h + 16m of a Q6_K x8 block: low nibbles of ql[h + 16 (m & 1)] (high nibbles
+// for m >= 2) and bits 2m, 2m + 1 of qh[h] as bits 4, 5.
+inline __m256i q6_k_codes(const BlockQ6_Kx8& B, int h, int m) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+  const __m256i l = load256(B.ql + (h + 16 * (m & 1)) * 32), hb = load256(B.qh + h * 32);
+  const __m256i lo = (m & 2) ? _mm256_and_si256(_mm256_srli_epi16(l, 4), m4) : _mm256_and_si256(l, m4);
+  const __m256i hi = m == 0 ? _mm256_slli_epi16(hb, 4) : m == 1 ? _mm256_slli_epi16(hb, 2) : m == 2 ? hb : _mm256_srli_epi16(hb, 2);
+  return _mm256_or_si256(lo, _mm256_and_si256(hi, m30));
+}
+
 // Q6_K: codes up to 63, so two maddubs results (2 * 2*63*127 = 32004) sum exactly in 16 bits
-// before the row's 8-bit group scale is applied. One pass over H = 0..15 builds the codes of
-// groups H, H+16, H+32 and H+48 from two low-nibble loads and one high-bit load.
+// before the row's 8-bit group scale is applied.
 template <int NT>
 void gemm_q6_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {
   const auto* b = reinterpret_cast<const BlockQ6_Kx8*>(w);
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
   __m256 acc[NT];
   STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int ib = 0; ib < n / 256; ++ib) {
@@ -623,10 +631,7 @@ void gemm_q6_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8Bl
         __m256i s32[NT];
         STRATA_UNROLL for (int t = 0; t < NT; ++t) s32[t] = _mm256_setzero_si256();
         STRATA_UNROLL for (int h = 4 * q; h < 4 * q + 4; ++h) {
-          const __m256i l = load256(B.ql + (h + 16 * (m & 1)) * 32), hb = load256(B.qh + h * 32);
-          const __m256i lo = (m & 2) ? _mm256_and_si256(_mm256_srli_epi16(l, 4), m4) : _mm256_and_si256(l, m4);
-          const __m256i hi = m == 0 ? _mm256_slli_epi16(hb, 4) : m == 1 ? _mm256_slli_epi16(hb, 2) : m == 2 ? hb : _mm256_srli_epi16(hb, 2);
-          const __m256i c = _mm256_or_si256(lo, _mm256_and_si256(hi, m30));
+          const __m256i c = q6_k_codes(B, h, m);
           const int G = h + 16 * m;
           STRATA_UNROLL for (int t = 0; t < NT; ++t) {
             s32[t] = _mm256_dpbusd_epi32(s32[t], c, bcast4(y[t]->qs + 4 * G));
@@ -641,26 +646,19 @@ void gemm_q6_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8Bl
       }
     }
 #else
-    for (int q = 0; q < 4; ++q) {  // groups 4q..4q+3 (+16m) share scale q + 4m
-      __m256i scv[4];
-      STRATA_UNROLL for (int m = 0; m < 4; ++m) scv[m] = scale_pairs_i8(B.sc[q + 4 * m]);
-      STRATA_UNROLL for (int h = 4 * q; h < 4 * q + 4; h += 2) {
-        // codes of groups h + 16m and h + 1 + 16m, m = 0..3
-        __m256i c[2][4];
-        STRATA_UNROLL for (int k = 0; k < 2; ++k) {
-          const __m256i l0 = load256(B.ql + (h + k) * 32), l1 = load256(B.ql + (h + k + 16) * 32);
-          const __m256i hb = load256(B.qh + (h + k) * 32);
-          c[k][0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
-          c[k][1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
-          c[k][2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m30));
-          c[k][3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
-        }
-        STRATA_UNROLL for (int m = 0; m < 4; ++m) {
+    // One group's code register at a time, m outermost: the form that kept every code of a
+    // block's four groups live took more registers than AVX2 has and spilled to the stack.
+    STRATA_UNROLL for (int q = 0; q < 4; ++q) {  // groups 4q..4q+3 (+16m) share scale q + 4m
+      STRATA_UNROLL for (int m = 0; m < 4; ++m) {
+        const __m256i scv = scale_pairs_i8(B.sc[q + 4 * m]);
+        STRATA_UNROLL for (int h = 4 * q; h < 4 * q + 4; h += 2) {
+          __m256i c[2];  // groups h + 16m and h + 1 + 16m
+          STRATA_UNROLL for (int k = 0; k < 2; ++k) c[k] = q6_k_codes(B, h + k, m);
           const int G = h + 16 * m;
           STRATA_UNROLL for (int t = 0; t < NT; ++t) {
-            const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(c[0][m], bcast4(y[t]->qs + 4 * G)),
-                                                 _mm256_maddubs_epi16(c[1][m], bcast4(y[t]->qs + 4 * G + 4)));
-            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16, scv[m]));
+            const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(c[0], bcast4(y[t]->qs + 4 * G)),
+                                                 _mm256_maddubs_epi16(c[1], bcast4(y[t]->qs + 4 * G + 4)));
+            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16, scv));
             STRATA_KEEP(isum[t]);
           }
         }
