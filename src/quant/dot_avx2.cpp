@@ -43,7 +43,7 @@ float dot_f16(int n, const void* w, const float* x) {
   const uint16_t* a = static_cast<const uint16_t*>(w);
   __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps(), s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
   int i = 0;
-  auto ld = [&](int k) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + k))); };
+  auto ld = [&](int k) { return load_cvtph(a + k); };
   for (; i + 32 <= n; i += 32) {
     s0 = _mm256_fmadd_ps(ld(i), _mm256_loadu_ps(x + i), s0);
     s1 = _mm256_fmadd_ps(ld(i + 8), _mm256_loadu_ps(x + i + 8), s1);
@@ -187,7 +187,7 @@ float dot_kquant(int n, const void* w, const float* x) {
 void deq_f16_avx2(const void* src, float* y, int64_t n) {
   const uint16_t* a = static_cast<const uint16_t*>(src);
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i))));
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, load_cvtph(a + i));
   for (; i < n; ++i) y[i] = h2f(a[i]);
 }
 

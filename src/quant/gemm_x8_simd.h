@@ -842,7 +842,7 @@ inline void decode_packed8_q6_k(int n, const uint8_t* w, uint8_t* out) {
 
 // ---- F16, BF16 on f32 activations: one chain per output, G groups share each broadcast ----
 struct WidenF16 {
-  static __m256 load(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static __m256 load(const uint16_t* p) { return load_cvtph(p); }
 };
 struct WidenBF16 {
   static __m256 load(const uint16_t* p) {
