@@ -1035,6 +1035,45 @@ TEST(Ops, VectorExpShiftMatchesDoublePrecision) {
   }
 }
 
+// Attention over f16 cells read in place (the f16 KV format) gives the bits of decoding the
+// cells into rows and running the scalar page kernels: head sizes with and without whole vectors,
+// partial 8-cell blocks, cells further apart than a head (KV heads interleaved), query groups
+// in and past the kernels' blocks of rows.
+TEST(Ops, AttentionOnF16CellsGivesTheDecodedRowsBits) {
+  const KernelTable& ref = scalar_kernels();
+  int checked = 0;
+  for (const KernelTable* k : simd_tables()) {
+    if (!k->attn_scores_f16 || !k->attn_values_f16) continue;
+    ++checked;
+    for (int dim : {64, 128, 256, 80, 12, 6})
+      for (int nc : {16, 13, 8, 3, 1})
+        for (int group : {1, 2, 3, 4, 5, 7, 8, 12}) {
+          const int ld = 20;
+          const size_t stride = static_cast<size_t>(dim) * 3 + 4;  // three heads apart, plus a little
+          auto kf = randn(stride * nc, dim + nc, 2.f), vf = randn(stride * nc, 3 * dim + nc);
+          std::vector<uint16_t> kh(kf.size()), vh(vf.size());
+          for (size_t i = 0; i < kf.size(); ++i) kh[i] = fp32_to_fp16(kf[i]), vh[i] = fp32_to_fp16(vf[i]);
+          std::vector<float> keys(static_cast<size_t>(nc) * dim), vals(static_cast<size_t>(nc) * dim);
+          for (int c = 0; c < nc; ++c)
+            for (int d = 0; d < dim; ++d) {
+              keys[c * dim + d] = fp16_to_fp32(kh[c * stride + d]);
+              vals[c * dim + d] = fp16_to_fp32(vh[c * stride + d]);
+            }
+          auto q = randn(static_cast<size_t>(group) * dim, 7 * dim);
+          std::vector<float> a(group * ld, -1.f), b(group * ld, -1.f);
+          k->attn_scores_f16(dim, nc, kh.data(), stride, q.data(), group, a.data(), ld);
+          ref.attn_scores(dim, nc, keys.data(), q.data(), group, b.data(), ld);
+          EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << k->isa << " scores dim " << dim << " nc " << nc << " group " << group;
+          auto w = randn(static_cast<size_t>(group) * ld, 3 * nc), acc = randn(static_cast<size_t>(group) * dim, 5 * dim);
+          std::vector<float> x = acc, y = acc;
+          k->attn_values_f16(dim, nc, vh.data(), stride, w.data(), ld, group, x.data());
+          ref.attn_values(dim, nc, vals.data(), w.data(), ld, group, y.data());
+          EXPECT_EQ(0, std::memcmp(x.data(), y.data(), x.size() * 4)) << k->isa << " values dim " << dim << " nc " << nc << " group " << group;
+        }
+  }
+  if (checked == 0) GTEST_SKIP() << "no table with in-place f16 attention kernels on this CPU";
+}
+
 // The page-wide attention kernels give the scalar references' bits, for head sizes with and
 // without a whole number of vectors, pages with and without a whole number of 8-cell blocks, and
 // query groups above 8.

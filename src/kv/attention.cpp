@@ -40,6 +40,22 @@ inline void prefetch_cell(const uint8_t* p, size_t bytes) {
   for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off);
 }
 
+// x[j] *= scale for j < n; returns their max (-inf for none). A function of its own: inlined in
+// chunk_partials, GCC kept the running max in memory, each cell waiting on the last one's store.
+[[gnu::noinline]] float scale_and_max(float* x, int n, float scale) {
+  float m = -INFINITY;
+  for (int j = 0; j < n; ++j) {
+    x[j] *= scale;
+    m = std::max(m, x[j]);
+  }
+  return m;
+}
+// s + x[0] + ... + x[n-1], added in order (the same reason).
+[[gnu::noinline]] float sum_after(float s, const float* x, int n) {
+  for (int j = 0; j < n; ++j) s += x[j];
+  return s;
+}
+
 // Computes the partials of tokens that share a KV head, a first page p0 and a first cell `lo` (a
 // prompt's consecutive tokens; one token in decode): each over pages [p0, its p1], restricted to
 // its cells [lo, hi]. A page's keys and values are decoded into rows once and used by every query
@@ -53,6 +69,9 @@ void chunk_partials(const KvStore& store, SeqId s, int layer, int kv_head, const
   const size_t kh = store.k_bytes_per_head(), vh = store.v_bytes_per_head();
   const KernelTable& kt = kernels();
   const Decoder decode_k = decoder(f.k), decode_v = decoder(f.v);
+  // f16 cells are read where they lie where the table has kernels for it (same bits as decoded rows).
+  const bool in_place = f.k == Codec::F16 && f.v == Codec::F16 && kt.attn_scores_f16 && kt.attn_values_f16;
+  const size_t k_stride = static_cast<size_t>(nkv) * dk, v_stride = static_cast<size_t>(nkv) * dv;  // f16 values between cells
   const int rows = n * group;  // query rows, token-major
   scratch.resize(static_cast<size_t>(P) * (2 * rows + dk + dv) + static_cast<size_t>(rows) * dk);
   float* scores = scratch.data();                       // [rows][P]
@@ -82,11 +101,18 @@ void chunk_partials(const KvStore& store, SeqId s, int layer, int kv_head, const
     int nc = 0;
     for (int i = 0; i < n; ++i) nc = std::max(nc, cells(i));
     if (nc <= 0) continue;
-    for (int i = 0; i < nc; ++i) {
-      if (ahead) prefetch_cell(next.k + (static_cast<size_t>(i) * nkv + kv_head) * kh, kh);
-      decode_k(pv.k + (static_cast<size_t>(c0 + i - pv.first) * nkv + kv_head) * kh, keys + static_cast<size_t>(i) * dk, dk);
+    const size_t first_k = (static_cast<size_t>(c0 - pv.first) * nkv + kv_head) * kh;
+    if (in_place) {
+      if (ahead)
+        for (int i = 0; i < nc; ++i) prefetch_cell(next.k + (static_cast<size_t>(i) * nkv + kv_head) * kh, kh);
+      kt.attn_scores_f16(dk, nc, reinterpret_cast<const uint16_t*>(pv.k + first_k), k_stride, qs, rows, scores, P);
+    } else {
+      for (int i = 0; i < nc; ++i) {
+        if (ahead) prefetch_cell(next.k + (static_cast<size_t>(i) * nkv + kv_head) * kh, kh);
+        decode_k(pv.k + first_k + static_cast<size_t>(i) * nkv * kh, keys + static_cast<size_t>(i) * dk, dk);
+      }
+      kt.attn_scores(dk, nc, keys, qs, rows, scores, P);  // every query row against every key
     }
-    kt.attn_scores(dk, nc, keys, qs, rows, scores, P);  // every query row against every key
     for (int i = 0; i < n; ++i) {
       const TokenChunk& tk = toks[i];
       const int nt = cells(i);
@@ -94,28 +120,29 @@ void chunk_partials(const KvStore& store, SeqId s, int layer, int kv_head, const
       for (int g = 0; g < group; ++g) {
         const size_t r = static_cast<size_t>(i) * group + g;
         float* sg = scores + r * P;
-        float pm = -INFINITY;
-        for (int j = 0; j < nt; ++j) {
-          sg[j] *= scale;
-          pm = std::max(pm, sg[j]);
-        }
+        const float pm = scale_and_max(sg, nt, scale);
         float m_new = std::max(tk.out.m[g], pm);
         float a = std::exp(tk.out.m[g] - m_new);  // rescales what was merged so far (0 on the first page)
-        tk.out.l[g] *= a;
         kt.scale(dv, a, tk.out.acc + static_cast<size_t>(g) * dv);
         tk.out.m[g] = m_new;
         // The page's softmax weights, summed in cell order.
         kt.exp_shift(nt, sg, m_new, wts + r * P);
-        for (int j = 0; j < nt; ++j) tk.out.l[g] += wts[r * P + j];
+        tk.out.l[g] = sum_after(tk.out.l[g] * a, wts + r * P, nt);
       }
     }
+    const size_t first_v = (static_cast<size_t>(c0 - pv.first) * nkv + kv_head) * vh;
     for (int i = 0; i < nc; ++i) {
       if (ahead) prefetch_cell(next.v + (static_cast<size_t>(i) * nkv + kv_head) * vh, vh);
-      decode_v(pv.v + (static_cast<size_t>(c0 + i - pv.first) * nkv + kv_head) * vh, vals + static_cast<size_t>(i) * dv, dv);
+      if (!in_place) decode_v(pv.v + first_v + static_cast<size_t>(i) * nkv * vh, vals + static_cast<size_t>(i) * dv, dv);
     }
     for (int i = 0; i < n; ++i)
-      if (const int nt = cells(i); nt > 0)
-        kt.attn_values(dv, nt, vals, wts + static_cast<size_t>(i) * group * P, P, group, toks[i].out.acc);
+      if (const int nt = cells(i); nt > 0) {
+        const float* w = wts + static_cast<size_t>(i) * group * P;
+        if (in_place)
+          kt.attn_values_f16(dv, nt, reinterpret_cast<const uint16_t*>(pv.v + first_v), v_stride, w, P, group, toks[i].out.acc);
+        else
+          kt.attn_values(dv, nt, vals, w, P, group, toks[i].out.acc);
+      }
   }
 }
 

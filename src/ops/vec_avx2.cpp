@@ -152,12 +152,137 @@ void attn_values_avx2(int dv, int nc, const float* v, const float* w, int ld, in
   }
 }
 
+// ---- The same over f16 cells where they lie (the f16 KV format) ----
+// Exact conversions (vcvtph2ps) feed the arithmetic above in the same order, so the bits are
+// those of decoding the cells into rows first; what goes is the rows' stores and reloads, and for
+// the keys the lane-crossing shuffles of transpose8x8_ps.
+
+// G query rows against 16 cells laid out by dimension (kt[d][16]), two vectors a row: each sum
+// is a chain of dependent adds over the dimensions, and one row against 8 cells left two chains
+// to a Qwen3 KV head's pair of query rows, fewer than the add's latency needs. Four rows at a
+// time keep the 8 sums, 2 key vectors and a broadcast within AVX2's 16 registers.
+struct Scores16x2 {
+  template <int G>
+  static void run(int dk, const float* kt, const float* q, float* out, int ld, int m) {
+    __m256 acc[G][2];
+    STRATA_UNROLL for (int g = 0; g < G; ++g) acc[g][0] = acc[g][1] = _mm256_setzero_ps();
+    for (int d = 0; d < dk; ++d) {
+      const __m256 k0 = _mm256_loadu_ps(kt + 16 * d), k1 = _mm256_loadu_ps(kt + 16 * d + 8);
+      STRATA_UNROLL for (int g = 0; g < G; ++g) {
+        const __m256 qd = _mm256_broadcast_ss(q + static_cast<size_t>(g) * dk + d);
+        acc[g][0] = _mm256_add_ps(acc[g][0], _mm256_mul_ps(qd, k0));
+        acc[g][1] = _mm256_add_ps(acc[g][1], _mm256_mul_ps(qd, k1));
+      }
+    }
+    STRATA_UNROLL for (int g = 0; g < G; ++g) {
+      alignas(32) float o[16];
+      _mm256_store_ps(o, acc[g][0]);
+      _mm256_store_ps(o + 8, acc[g][1]);
+      for (int j = 0; j < m; ++j) out[static_cast<size_t>(g) * ld + j] = o[j];
+    }
+  }
+};
+
+// Keys: 16 cells at a time laid out by dimension (kt[d][16]), built straight from the f16
+// vectors, 8 cells a tile: one register holds four dimensions of cells j and j + 4 (two 8-byte
+// loads, one conversion), so a 4 x 4 transpose within each 128-bit lane gives four rows of the
+// tile. A tile with missing cells is filled one value at a time, with zeros past the cells.
+void attn_scores_f16_avx2(int dk, int nc, const uint16_t* k, size_t stride, const float* q, int group, float* out, int ld) {
+  thread_local std::vector<float> kt;
+  kt.resize(static_cast<size_t>(dk) * 16);
+  for (int c0 = 0; c0 < nc; c0 += 16) {
+    const int m = std::min(16, nc - c0);
+    for (int h = 0; h < 2; ++h) {
+      const int mt = std::clamp(m - 8 * h, 0, 8);
+      const uint16_t* kc = k + static_cast<size_t>(c0 + 8 * h) * stride;
+      if (mt == 8 && dk % 4 == 0) {
+        for (int d0 = 0; d0 < dk; d0 += 4) {
+          __m256 r[4];
+          for (int j = 0; j < 4; ++j) {
+            const __m128i lo = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(kc + static_cast<size_t>(j) * stride + d0));
+            const __m128i both = _mm_castpd_si128(
+                _mm_loadh_pd(_mm_castsi128_pd(lo), reinterpret_cast<const double*>(kc + static_cast<size_t>(j + 4) * stride + d0)));
+            r[j] = _mm256_cvtph_ps(both);
+          }
+          const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+          const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+          float* row = kt.data() + 16 * d0 + 8 * h;
+          _mm256_storeu_ps(row, _mm256_shuffle_ps(t0, t2, 0x44));
+          _mm256_storeu_ps(row + 16, _mm256_shuffle_ps(t0, t2, 0xEE));
+          _mm256_storeu_ps(row + 32, _mm256_shuffle_ps(t1, t3, 0x44));
+          _mm256_storeu_ps(row + 48, _mm256_shuffle_ps(t1, t3, 0xEE));
+        }
+      } else {
+        for (int d = 0; d < dk; ++d)
+          for (int j = 0; j < 8; ++j) kt[16 * d + 8 * h + j] = j < mt ? h2f(kc[static_cast<size_t>(j) * stride + d]) : 0.f;
+      }
+    }
+    for (int g = 0; g < group; g += 4) {
+      const float* qg = q + static_cast<size_t>(g) * dk;
+      float* og = out + static_cast<size_t>(g) * ld + c0;
+      switch (std::min(4, group - g)) {
+        case 1: Scores16x2::run<1>(dk, kt.data(), qg, og, ld, m); break;
+        case 2: Scores16x2::run<2>(dk, kt.data(), qg, og, ld, m); break;
+        case 3: Scores16x2::run<3>(dk, kt.data(), qg, og, ld, m); break;
+        default: Scores16x2::run<4>(dk, kt.data(), qg, og, ld, m); break;
+      }
+    }
+  }
+}
+
+// Values: G query rows at once over S vectors of dimensions, each cell's vectors converted once
+// for all G rows; G * S sums (at most 8) give the adds enough independent chains.
+template <int G, int S>
+void values_f16_block(int nc, const uint16_t* v, size_t stride, const float* w, int ld, float* acc, int dv) {
+  __m256 a[G][S];
+  STRATA_UNROLL for (int g = 0; g < G; ++g) STRATA_UNROLL for (int s = 0; s < S; ++s)
+    a[g][s] = _mm256_loadu_ps(acc + static_cast<size_t>(g) * dv + 8 * s);
+  for (int c = 0; c < nc; ++c) {
+    const uint16_t* vc = v + static_cast<size_t>(c) * stride;
+    __m256 x[S];
+    STRATA_UNROLL for (int s = 0; s < S; ++s) x[s] = load_cvtph(vc + 8 * s);
+    STRATA_UNROLL for (int g = 0; g < G; ++g) {
+      const __m256 wc = _mm256_broadcast_ss(w + static_cast<size_t>(g) * ld + c);
+      STRATA_UNROLL for (int s = 0; s < S; ++s) a[g][s] = _mm256_add_ps(a[g][s], _mm256_mul_ps(wc, x[s]));
+    }
+  }
+  STRATA_UNROLL for (int g = 0; g < G; ++g) STRATA_UNROLL for (int s = 0; s < S; ++s)
+    _mm256_storeu_ps(acc + static_cast<size_t>(g) * dv + 8 * s, a[g][s]);
+}
+
+template <int G>
+void values_f16_rows(int dv, int nc, const uint16_t* v, size_t stride, const float* w, int ld, float* acc) {
+  constexpr int S = G == 1 ? 8 : G == 2 ? 4 : 2;
+  int d = 0;
+  for (; d + 8 * S <= dv; d += 8 * S) values_f16_block<G, S>(nc, v + d, stride, w, ld, acc + d, dv);
+  for (; d + 8 <= dv; d += 8) values_f16_block<G, 1>(nc, v + d, stride, w, ld, acc + d, dv);
+  for (; d < dv; ++d)
+    for (int g = 0; g < G; ++g)
+      for (int c = 0; c < nc; ++c)
+        acc[static_cast<size_t>(g) * dv + d] += w[static_cast<size_t>(g) * ld + c] * h2f(v[static_cast<size_t>(c) * stride + d]);
+}
+
+void attn_values_f16_avx2(int dv, int nc, const uint16_t* v, size_t stride, const float* w, int ld, int group, float* acc) {
+  for (int g = 0; g < group; g += 4) {
+    const float* wg = w + static_cast<size_t>(g) * ld;
+    float* ag = acc + static_cast<size_t>(g) * dv;
+    switch (std::min(4, group - g)) {
+      case 1: values_f16_rows<1>(dv, nc, v, stride, wg, ld, ag); break;
+      case 2: values_f16_rows<2>(dv, nc, v, stride, wg, ld, ag); break;
+      case 3: values_f16_rows<3>(dv, nc, v, stride, wg, ld, ag); break;
+      default: values_f16_rows<4>(dv, nc, v, stride, wg, ld, ag); break;
+    }
+  }
+}
+
 }  // namespace
 
 void fill_avx2_vec(KernelTable& t) {
   t.exp_shift = exp_shift_avx2;
   t.attn_scores = attn_scores_avx2;
   t.attn_values = attn_values_avx2;
+  t.attn_scores_f16 = attn_scores_f16_avx2;
+  t.attn_values_f16 = attn_values_f16_avx2;
   t.silu_mul = silu_mul_avx2;
   t.gelu_tanh_mul = gelu_tanh_mul_avx2;
   t.scale = scale_avx2;

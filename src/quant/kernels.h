@@ -26,6 +26,13 @@ using ExpShiftFn = void (*)(int n, const float* x, float shift, float* out);  //
 using AttnScoresFn = void (*)(int dk, int nc, const float* k, const float* q, int group, float* out, int ld);
 // acc[g][:] += w[g * ld + c] * v[c][:] for c = 0 .. nc-1 in order   (v: [nc][dv], acc: [group][dv])
 using AttnValuesFn = void (*)(int dv, int nc, const float* v, const float* w, int ld, int group, float* acc);
+// The same over f16 cells read where they lie (the f16 KV format), cell c's vector at
+// k + c * stride (stride in values): the bits of decoding the cells into rows and calling
+// attn_scores / attn_values, without the rows.
+using AttnScoresF16Fn = void (*)(int dk, int nc, const uint16_t* k, size_t stride, const float* q, int group, float* out,
+                                 int ld);
+using AttnValuesF16Fn = void (*)(int dv, int nc, const uint16_t* v, size_t stride, const float* w, int ld, int group,
+                                 float* acc);
 using QDotMultiFn = void (*)(int n, const void* w, const uint8_t* xq, size_t xq_stride, int ntok, float* out);
 // Decode: nrows weight rows (row_stride bytes apart) against one quantized activation row;
 // out[r] is bit-identical to QDotFn on row r.
@@ -82,6 +89,8 @@ struct KernelTable {
   ExpShiftFn exp_shift = nullptr;  // always set
   AttnScoresFn attn_scores = nullptr;  // always set; the same bits in every table
   AttnValuesFn attn_values = nullptr;  // always set; the same bits in every table
+  AttnScoresF16Fn attn_scores_f16 = nullptr;  // optional, with attn_values_f16: f16 cells in place;
+  AttnValuesF16Fn attn_values_f16 = nullptr;  // where absent, the cells are decoded into rows
 
   DotFn dot_for(GgmlType t) const;          // throws when the format has no kernel
   DequantFn dequant_for(GgmlType t) const;  // throws when the format has no kernel
