@@ -14,7 +14,11 @@
 namespace strata::kv {
 
 namespace {
-constexpr int kPagesPerSlab = 64;
+// Slabs of at least 64 pages and of at least one 2 MiB page, mapped with huge pages where the
+// kernel gives them (HugeBuffer): attention reads one KV head's vectors of every cell, a few
+// hundred bytes from each 2 KiB or so, and through 4 KiB pages each of those reads took a TLB miss.
+constexpr int kMinPagesPerSlab = 64;
+constexpr size_t kSlabMinBytes = size_t(2) << 20;
 
 std::string gib(double b) {
   char buf[32];
@@ -35,6 +39,7 @@ KvStore::KvStore(const Config& cfg) : cfg_(cfg), spec_(format_spec(cfg.format)) 
   k_cell_bytes_ = k_head_bytes_ * cfg.n_kv_heads;
   v_cell_bytes_ = v_head_bytes_ * cfg.n_kv_heads;
   page_bytes_ = (k_cell_bytes_ + v_cell_bytes_) * cfg.page_size;
+  pages_per_slab_ = std::max<int>(kMinPagesPerSlab, static_cast<int>((kSlabMinBytes + page_bytes_ - 1) / page_bytes_));
   pages_per_layer_ = (cfg.max_cells + cfg.page_size - 1) / cfg.page_size;
   n_pages_total_ = pages_per_layer_ * cfg.n_layers;
   layer_pages_.assign(cfg.n_layers, 0);
@@ -123,7 +128,7 @@ int KvStore::length(SeqId s, int layer) const { return seq(s).len.at(layer); }
 
 uint8_t* KvStore::backing_ptr(int page) const {
   if (spill_map_) return spill_map_ + static_cast<size_t>(page) * page_bytes_;
-  return slabs_[page / kPagesPerSlab].get() + static_cast<size_t>(page % kPagesPerSlab) * page_bytes_;
+  return slabs_[page / pages_per_slab_].data() + static_cast<size_t>(page % pages_per_slab_) * page_bytes_;
 }
 
 uint8_t* KvStore::slot_ptr(int layer, int slot) const { return slot_arena_[layer].get() + static_cast<size_t>(slot) * page_bytes_; }
@@ -134,7 +139,7 @@ int KvStore::alloc_page(int layer, int index_in_seq) {
     id = free_.back();
     free_.pop_back();
   } else {
-    if (!spill_map_ && pages_allocated_ % kPagesPerSlab == 0) slabs_.emplace_back(new uint8_t[page_bytes_ * kPagesPerSlab]());
+    if (!spill_map_ && pages_allocated_ % pages_per_slab_ == 0) slabs_.emplace_back(page_bytes_ * pages_per_slab_);
     id = pages_allocated_++;
   }
   ++layer_pages_[layer];

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/huge_buffer.h"
 #include "kv/formats.h"
 
 namespace strata::kv {
@@ -110,7 +111,8 @@ class KvStore {
   int pages_per_layer_ = 0, n_pages_total_ = 0, slots_per_layer_ = 0;
 
   // Backing tier: lazily allocated slabs in RAM, or one mapping of a spill file.
-  std::vector<std::unique_ptr<uint8_t[]>> slabs_;
+  std::vector<HugeBuffer> slabs_;  // of pages_per_slab_ pages each
+  int pages_per_slab_ = 0;
   uint8_t* spill_map_ = nullptr;
   int spill_fd_ = -1;
   std::string spill_path_;
