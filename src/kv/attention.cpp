@@ -71,6 +71,9 @@ void chunk_partials(const KvStore& store, SeqId s, int layer, int kv_head, const
   const Decoder decode_k = decoder(f.k), decode_v = decoder(f.v);
   // f16 cells are read where they lie where the table has kernels for it (same bits as decoded rows).
   const bool in_place = f.k == Codec::F16 && f.v == Codec::F16 && kt.attn_scores_f16 && kt.attn_values_f16;
+  // Values in place for one token only: the values kernel converts the cells for each token's
+  // query rows, so a prompt's tokens sharing the page convert them once, decoded into rows.
+  const bool values_in_place = in_place && n == 1;
   const size_t k_stride = static_cast<size_t>(nkv) * dk, v_stride = static_cast<size_t>(nkv) * dv;  // f16 values between cells
   const int rows = n * group;  // query rows, token-major
   scratch.resize(static_cast<size_t>(P) * (2 * rows + dk + dv) + static_cast<size_t>(rows) * dk);
@@ -133,12 +136,12 @@ void chunk_partials(const KvStore& store, SeqId s, int layer, int kv_head, const
     const size_t first_v = (static_cast<size_t>(c0 - pv.first) * nkv + kv_head) * vh;
     for (int i = 0; i < nc; ++i) {
       if (ahead) prefetch_cell(next.v + (static_cast<size_t>(i) * nkv + kv_head) * vh, vh);
-      if (!in_place) decode_v(pv.v + first_v + static_cast<size_t>(i) * nkv * vh, vals + static_cast<size_t>(i) * dv, dv);
+      if (!values_in_place) decode_v(pv.v + first_v + static_cast<size_t>(i) * nkv * vh, vals + static_cast<size_t>(i) * dv, dv);
     }
     for (int i = 0; i < n; ++i)
       if (const int nt = cells(i); nt > 0) {
         const float* w = wts + static_cast<size_t>(i) * group * P;
-        if (in_place)
+        if (values_in_place)
           kt.attn_values_f16(dv, nt, reinterpret_cast<const uint16_t*>(pv.v + first_v), v_stride, w, P, group, toks[i].out.acc);
         else
           kt.attn_values(dv, nt, vals, w, P, group, toks[i].out.acc);
