@@ -183,34 +183,75 @@ struct Scores16x2 {
   }
 };
 
-// Keys: 16 cells at a time laid out by dimension (kt[d][16]), built straight from the f16
-// vectors, 8 cells a tile: one register holds four dimensions of cells j and j + 4 (two 8-byte
-// loads, one conversion), so a 4 x 4 transpose within each 128-bit lane gives four rows of the
-// tile. A tile with missing cells is filled one value at a time, with zeros past the cells.
+// Dimensions d0..d0+3 of 8 cells (cell j at kc + j * stride) as four rows of 8 lanes, r[i] =
+// dimension d0 + i of every cell: one register holds the four dimensions of cells j and j + 4
+// (two 8-byte loads, one conversion), so a 4 x 4 transpose within each 128-bit lane gives the
+// rows, without the lane-crossing shuffles of transpose8x8_ps, which Zen 1 runs slowly.
+inline void tile4x8_f16(const uint16_t* kc, size_t stride, int d0, __m256 r[4]) {
+  __m256 c[4];
+  for (int j = 0; j < 4; ++j) {
+    const __m128i lo = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(kc + static_cast<size_t>(j) * stride + d0));
+    const __m128i both = _mm_castpd_si128(
+        _mm_loadh_pd(_mm_castsi128_pd(lo), reinterpret_cast<const double*>(kc + static_cast<size_t>(j + 4) * stride + d0)));
+    c[j] = _mm256_cvtph_ps(both);
+  }
+  const __m256 t0 = _mm256_unpacklo_ps(c[0], c[1]), t1 = _mm256_unpackhi_ps(c[0], c[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(c[2], c[3]), t3 = _mm256_unpackhi_ps(c[2], c[3]);
+  r[0] = _mm256_shuffle_ps(t0, t2, 0x44), r[1] = _mm256_shuffle_ps(t0, t2, 0xEE);
+  r[2] = _mm256_shuffle_ps(t1, t3, 0x44), r[3] = _mm256_shuffle_ps(t1, t3, 0xEE);
+}
+
+// G (at most 4) query rows against 16 whole cells, the tiles' rows used as they are made (no
+// kt): the 2 x 4 rows of a step, 2G sums and a broadcast fit AVX2's 16 registers. Each sum takes
+// the dimensions in order, as Scores16x2.
+template <int G>
+void scores16_f16_direct(int dk, const uint16_t* kc, size_t stride, const float* q, float* out, int ld) {
+  __m256 acc[G][2];
+  STRATA_UNROLL for (int g = 0; g < G; ++g) acc[g][0] = acc[g][1] = _mm256_setzero_ps();
+  for (int d0 = 0; d0 < dk; d0 += 4) {
+    __m256 r[2][4];
+    tile4x8_f16(kc, stride, d0, r[0]);
+    tile4x8_f16(kc + 8 * stride, stride, d0, r[1]);
+    STRATA_UNROLL for (int i = 0; i < 4; ++i) STRATA_UNROLL for (int g = 0; g < G; ++g) {
+      const __m256 qd = _mm256_broadcast_ss(q + static_cast<size_t>(g) * dk + d0 + i);
+      acc[g][0] = _mm256_add_ps(acc[g][0], _mm256_mul_ps(qd, r[0][i]));
+      acc[g][1] = _mm256_add_ps(acc[g][1], _mm256_mul_ps(qd, r[1][i]));
+    }
+  }
+  STRATA_UNROLL for (int g = 0; g < G; ++g) {
+    _mm256_storeu_ps(out + static_cast<size_t>(g) * ld, acc[g][0]);
+    _mm256_storeu_ps(out + static_cast<size_t>(g) * ld + 8, acc[g][1]);
+  }
+}
+
+// Keys: 16 cells at a time. Up to 4 query rows (a decode token's group) take whole blocks
+// straight from the tiles; otherwise the cells are laid out by dimension (kt[d][16]) once for
+// all rows, 8 cells a tile, a tile with missing cells filled one value at a time with zeros past
+// the cells.
 void attn_scores_f16_avx2(int dk, int nc, const uint16_t* k, size_t stride, const float* q, int group, float* out, int ld) {
   thread_local std::vector<float> kt;
   kt.resize(static_cast<size_t>(dk) * 16);
   for (int c0 = 0; c0 < nc; c0 += 16) {
     const int m = std::min(16, nc - c0);
+    const uint16_t* kb = k + static_cast<size_t>(c0) * stride;
+    if (m == 16 && dk % 4 == 0 && group <= 4) {
+      float* ob = out + c0;
+      switch (group) {
+        case 1: scores16_f16_direct<1>(dk, kb, stride, q, ob, ld); break;
+        case 2: scores16_f16_direct<2>(dk, kb, stride, q, ob, ld); break;
+        case 3: scores16_f16_direct<3>(dk, kb, stride, q, ob, ld); break;
+        default: scores16_f16_direct<4>(dk, kb, stride, q, ob, ld); break;
+      }
+      continue;
+    }
     for (int h = 0; h < 2; ++h) {
       const int mt = std::clamp(m - 8 * h, 0, 8);
-      const uint16_t* kc = k + static_cast<size_t>(c0 + 8 * h) * stride;
+      const uint16_t* kc = kb + static_cast<size_t>(8 * h) * stride;
       if (mt == 8 && dk % 4 == 0) {
         for (int d0 = 0; d0 < dk; d0 += 4) {
           __m256 r[4];
-          for (int j = 0; j < 4; ++j) {
-            const __m128i lo = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(kc + static_cast<size_t>(j) * stride + d0));
-            const __m128i both = _mm_castpd_si128(
-                _mm_loadh_pd(_mm_castsi128_pd(lo), reinterpret_cast<const double*>(kc + static_cast<size_t>(j + 4) * stride + d0)));
-            r[j] = _mm256_cvtph_ps(both);
-          }
-          const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-          const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-          float* row = kt.data() + 16 * d0 + 8 * h;
-          _mm256_storeu_ps(row, _mm256_shuffle_ps(t0, t2, 0x44));
-          _mm256_storeu_ps(row + 16, _mm256_shuffle_ps(t0, t2, 0xEE));
-          _mm256_storeu_ps(row + 32, _mm256_shuffle_ps(t1, t3, 0x44));
-          _mm256_storeu_ps(row + 48, _mm256_shuffle_ps(t1, t3, 0xEE));
+          tile4x8_f16(kc, stride, d0, r);
+          for (int i = 0; i < 4; ++i) _mm256_storeu_ps(kt.data() + 16 * (d0 + i) + 8 * h, r[i]);
         }
       } else {
         for (int d = 0; d < dk; ++d)
