@@ -5,6 +5,11 @@
 //  - Matmul/<format>: 128 activation rows through a 896 x 4864 matrix (compute-bound prefill).
 //  - TokenBands/<format>: the AVX-512 prefill kernel of the decoded formats alone, in cache.
 //  - AmxDecoded/<format>: the same formats' AMX prefill kernel alone (AMX hosts), in cache.
+//  - Attention/<shape>/<kernels>/cells:layers: one decode token's attention over an f16 KV cache
+//    of a real model's heads, every layer in turn (28 layers of 2048 cells: from memory; 1 layer
+//    of 512: in cache), with each SIMD table's page kernels on the f16 cells in place or on rows
+//    decoded from them (same bits; ATT_THREADS sets the threads, default 1, ATT_TOKENS the
+//    tokens, default 1: more is a prompt's last chunk).
 // Formats with an 8-row packed kernel are packed first, as the model loader does (the lattice
 // i-quants, whose packed layout is larger, only with STRATA_REPACK_IQ=1, as with `--repack-iq`);
 // set STRATA_REPACK=0 to measure the file-layout kernels of every format instead.
@@ -12,11 +17,15 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <memory>
+#include <string>
 #include <random>
 #include <vector>
 
 #include "backend/thread_pool.h"
+#include "kv/attention.h"
 #include "ops/ops.h"
 #include "quant/kernels.h"
 #include "quant/quant.h"
@@ -205,7 +214,100 @@ void BM_AmxDecoded(benchmark::State& state, GgmlType t) {
   state.SetItemsProcessed(state.iterations() * 16 * cols * ntok);
 }
 
+// Heads of the models the benches and tests run: KV heads, head size, query heads.
+struct AttnShape {
+  const char* name;
+  int n_kv, dim, n_head;
+};
+const AttnShape kAttnShapes[] = {{"qwen3-0.6b", 8, 128, 16}, {"qwen2-0.5b", 2, 64, 14}, {"gemma3-270m", 1, 256, 4}};
+
+// A table's attention kernels: in place on f16 cells (`in_place`, the table's own where it has
+// them, else `donor`'s) or on decoded rows.
+struct AttnKernels {
+  KernelTable table;
+  bool usable = false;
+};
+AttnKernels attn_kernels(const KernelTable* base, bool in_place, const KernelTable* donor = nullptr) {
+  AttnKernels a;
+  if (!base) return a;
+  a.table = *base;
+  if (donor) a.table.attn_scores_f16 = donor->attn_scores_f16, a.table.attn_values_f16 = donor->attn_values_f16;
+  if (!in_place) a.table.attn_scores_f16 = nullptr, a.table.attn_values_f16 = nullptr;
+  a.usable = !in_place || (a.table.attn_scores_f16 && a.table.attn_values_f16);
+  return a;
+}
+
+// The KV store of the last shape asked for (the kernels of one shape and size run one after
+// another): filling 28 layers of 2048 cells takes seconds.
+const kv::KvStore& attn_store(const AttnShape& sh, int cells, int layers, kv::SeqId& seq) {
+  static std::unique_ptr<kv::KvStore> store;
+  static std::string key;
+  static kv::SeqId s = 0;
+  const std::string want = std::string(sh.name) + "/" + std::to_string(cells) + "/" + std::to_string(layers);
+  seq = s;
+  if (store && key == want) return *store;
+  store.reset();
+  kv::Config c;
+  c.n_layers = layers, c.n_kv_heads = sh.n_kv, c.head_dim_k = c.head_dim_v = sh.dim, c.max_cells = cells;
+  c.format = kv::Format::F16;
+  store = std::make_unique<kv::KvStore>(c);
+  seq = s = store->new_sequence();
+  std::mt19937 rng(5);
+  std::normal_distribution<float> d(0.f, 1.f);
+  const int chunk = 256, width = sh.n_kv * sh.dim;
+  std::vector<float> kx(static_cast<size_t>(chunk) * width), vx(kx.size());
+  for (int l = 0; l < layers; ++l)
+    for (int p = 0; p < cells; p += chunk) {
+      const int n = std::min(chunk, cells - p);
+      for (auto& x : kx) x = d(rng);
+      for (auto& x : vx) x = d(rng);
+      store->append(s, l, p, n, kx.data(), vx.data());
+    }
+  key = want;
+  return *store;
+}
+
+void BM_Attention(benchmark::State& state, AttnShape sh, AttnKernels k) {
+  if (!k.usable) {
+    state.SkipWithError("this CPU has no such kernels");
+    return;
+  }
+  const int cells = static_cast<int>(state.range(0)), layers = static_cast<int>(state.range(1));
+  const int n_tok = std::getenv("ATT_TOKENS") ? std::clamp(atoi(std::getenv("ATT_TOKENS")), 1, cells) : 1;
+  kv::SeqId s = 0;
+  const kv::KvStore& store = attn_store(sh, cells, layers, s);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> d(0.f, 1.f);
+  std::vector<float> q(static_cast<size_t>(n_tok) * sh.n_head * sh.dim), out(q.size());
+  for (auto& x : q) x = d(rng);
+  kv::AttentionParams ap;
+  ap.n_head = sh.n_head, ap.scale = 1.f / std::sqrt(static_cast<float>(sh.dim)), ap.kernels = &k.table;
+  ThreadPool pool(std::getenv("ATT_THREADS") ? std::max(1, atoi(std::getenv("ATT_THREADS"))) : 1);
+  for (auto _ : state) {
+    for (int l = 0; l < layers; ++l) kv::attend(store, s, l, cells - n_tok, n_tok, q.data(), ap, out.data(), pool);
+    benchmark::DoNotOptimize(out.data());
+  }
+  // Items: cells read per KV head, every layer.
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(cells) * layers * sh.n_kv);
+}
+
 const bool kRegistered = [] {
+  const struct {
+    const char* name;
+    AttnKernels k;
+  } attn[] = {
+      {"avx2-rows", attn_kernels(avx2_kernels(), false)},
+      {"avx2-f16", attn_kernels(avx2_kernels(), true)},
+      {"avx512-rows", attn_kernels(avx512_kernels(), false)},
+      {"avx512-f16", attn_kernels(avx512_kernels(), true)},
+      {"avx512-avx2f16", attn_kernels(avx512_kernels(), true, avx2_kernels())},
+  };
+  for (const AttnShape& sh : kAttnShapes)
+    for (const std::vector<int64_t>& size : {std::vector<int64_t>{512, 1}, std::vector<int64_t>{2048, 28}})
+      for (const auto& a : attn)
+        benchmark::RegisterBenchmark((std::string("Attention/") + sh.name + "/" + a.name).c_str(), BM_Attention, sh, a.k)
+            ->Args(size)
+            ->Unit(benchmark::kMicrosecond);
   for (GgmlType t : kFormats) {
     benchmark::RegisterBenchmark(("Dot/" + type_name(t)).c_str(), BM_Dot, t);
     benchmark::RegisterBenchmark(("Matvec/" + type_name(t)).c_str(), BM_Matvec, t)->Unit(benchmark::kMillisecond);

@@ -61,13 +61,12 @@ inline void prefetch_cell(const uint8_t* p, size_t bytes) {
 // its cells [lo, hi]. A page's keys and values are decoded into rows once and used by every query
 // head of every token: scores and the weighted sum of values are page-wide kernels. A token's
 // arithmetic is the same whatever tokens it shares pages with. Pages are merged in order.
-void chunk_partials(const KvStore& store, SeqId s, int layer, int kv_head, const TokenChunk* toks, int n, int group,
-                    float scale, int p0, std::vector<float>& scratch) {
+void chunk_partials(const KvStore& store, const KernelTable& kt, SeqId s, int layer, int kv_head, const TokenChunk* toks,
+                    int n, int group, float scale, int p0, std::vector<float>& scratch) {
   const Config& c = store.config();
   const FormatSpec& f = store.spec();
   const int dk = c.head_dim_k, dv = c.head_dim_v, nkv = c.n_kv_heads, P = c.page_size;
   const size_t kh = store.k_bytes_per_head(), vh = store.v_bytes_per_head();
-  const KernelTable& kt = kernels();
   const Decoder decode_k = decoder(f.k), decode_v = decoder(f.v);
   // f16 cells are read where they lie where the table has kernels for it (same bits as decoded rows).
   const bool in_place = f.k == Codec::F16 && f.v == Codec::F16 && kt.attn_scores_f16 && kt.attn_values_f16;
@@ -158,6 +157,7 @@ void attend(const KvStore& store, SeqId s, int layer, int pos0, int n_tok, const
   if (p.n_head % c.n_kv_heads != 0) throw Error("attention: head count is not a multiple of the KV head count");
   if (store.length(s, layer) < pos0 + n_tok) throw Error("attention: cells missing from the KV store");
   const int group = p.n_head / c.n_kv_heads, nkv = c.n_kv_heads, dk = c.head_dim_k, dv = c.head_dim_v, P = c.page_size;
+  const KernelTable& kt = p.kernels ? *p.kernels : kernels();
 
   // Queries in the cache's frame: (Hq)·(Hk) = q·k for rotated K.
   std::vector<float> qr(q, q + static_cast<size_t>(n_tok) * p.n_head * dk);
@@ -210,7 +210,7 @@ void attend(const KvStore& store, SeqId s, int layer, int pos0, int n_tok, const
         toks.push_back({qg, k.lo, k.hi, k.p1, view(parts + static_cast<size_t>(work_tasks[i]) * pf, group, dv)});
       }
       const Task& k0 = tasks[work_tasks[work_first[w]]];
-      chunk_partials(store, s, layer, k0.h, toks.data(), static_cast<int>(toks.size()), group, p.scale, k0.p0, scratch);
+      chunk_partials(store, kt, s, layer, k0.h, toks.data(), static_cast<int>(toks.size()), group, p.scale, k0.p0, scratch);
     }
   });
   // Merge each (token, kv head)'s chunks in order, normalise, rotate back.
