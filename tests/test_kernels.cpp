@@ -1074,6 +1074,29 @@ TEST(Ops, AttentionOnF16CellsGivesTheDecodedRowsBits) {
   if (checked == 0) GTEST_SKIP() << "no table with in-place f16 attention kernels on this CPU";
 }
 
+// The scalar reference's scores (eight running sums, then the dimensions past the last whole 8)
+// are the dot products: within float rounding of a double-precision sum, for head sizes with and
+// without a whole number of 8s, and with a score for every cell and row.
+TEST(Ops, AttentionScoresReferenceIsTheDotProduct) {
+  const KernelTable& ref = scalar_kernels();
+  for (int dim : {128, 80, 12, 6, 1})
+    for (int group : {1, 3}) {
+      const int nc = 5, ld = 7;
+      auto keys = randn(static_cast<size_t>(nc) * dim, dim + 3, 2.f), q = randn(static_cast<size_t>(group) * dim, dim + 11);
+      std::vector<float> got(static_cast<size_t>(group) * ld, -1.f);
+      ref.attn_scores(dim, nc, keys.data(), q.data(), group, got.data(), ld);
+      for (int g = 0; g < group; ++g)
+        for (int c = 0; c < nc; ++c) {
+          double want = 0, mag = 0;
+          for (int d = 0; d < dim; ++d) {
+            const double p = static_cast<double>(q[g * dim + d]) * keys[c * dim + d];
+            want += p, mag += std::fabs(p);
+          }
+          EXPECT_NEAR(got[g * ld + c], want, 1e-6 * mag + 1e-30) << "dim " << dim << " row " << g << " cell " << c;
+        }
+    }
+}
+
 // The page-wide attention kernels give the scalar references' bits, for head sizes with and
 // without a whole number of vectors, pages with and without a whole number of 8-cell blocks, and
 // query groups above 8.

@@ -1,52 +1,89 @@
-// The driver of the SIMD attention-score kernels over a page of cells, shared by the AVX2 (8
-// cells per vector) and AVX-512 (16) files. Internal linkage, as simd_avx2_blocks.h: each file
-// gets its own copy built with its own flags.
+// The SIMD attention-score kernels' common part, shared by the AVX2 and AVX-512 files. Internal
+// linkage, as simd_avx2_blocks.h: each file gets its own copy built with its own flags.
+//
+// Every table sums a score in the scalar reference's order (kernels.h): eight running sums, lane
+// j taking dimensions j, j + 8, j + 16, ..., added pairwise at the end, then the dimensions past
+// the last whole 8 one by one. So a cell's key is read as it lies, 8 dimensions to a vector, and
+// never transposed into one lane per cell (the shuffles that took most of the time before).
 #pragma once
 #include <immintrin.h>
 
 #include <algorithm>
-#include <vector>
+#include <cstdint>
 
-#include "quant/simd_avx2_blocks.h"  // transpose8x8_ps
+#include "quant/simd_avx2_blocks.h"  // h2f, load_cvtph, STRATA_UNROLL
 
 namespace strata {
 namespace {
 
-// out[g * ld + c] = q[g] . k[c] for nc cells, W at a time: the W cells' keys laid out by
-// dimension (kt[d][W]; missing cells as zeros, 8 x 8 transposes when the cells are all there),
-// then S::run<G>(dk, kt, q, out, ld, m) for up to 8 query rows at a time (m: the cells present).
-template <int W, class S>
-void attn_scores_by_cells(int dk, int nc, const float* k, const float* q, int group, float* out, int ld) {
-  thread_local std::vector<float> kt;
-  kt.resize(static_cast<size_t>(dk) * W);
-  for (int c0 = 0; c0 < nc; c0 += W) {
-    const int m = std::min(W, nc - c0);
-    const float* kc = k + static_cast<size_t>(c0) * dk;
-    if (m == W && dk % 8 == 0) {
-      for (int h = 0; h < W / 8; ++h)
-        for (int d0 = 0; d0 < dk; d0 += 8) {
-          __m256 r[8];
-          for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(kc + static_cast<size_t>(8 * h + j) * dk + d0);
-          transpose8x8_ps(r);
-          for (int j = 0; j < 8; ++j) _mm256_storeu_ps(kt.data() + W * (d0 + j) + 8 * h, r[j]);
-        }
-    } else {
-      for (int d = 0; d < dk; ++d)
-        for (int j = 0; j < W; ++j) kt[W * d + j] = j < m ? kc[static_cast<size_t>(j) * dk + d] : 0.f;
+// One score's eight running sums, added as the reference adds them:
+// ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)).
+inline float sum_lanes8(__m256 s) {
+  const __m128 p = _mm_hadd_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));  // s0+s1 s2+s3 s4+s5 s6+s7
+  const __m128 p2 = _mm_hadd_ps(p, p);
+  return _mm_cvtss_f32(_mm_add_ss(p2, _mm_movehdup_ps(p2)));
+}
+
+// Keys as rows of floats (k: [nc][dk]).
+struct RowKeys {
+  const float* k;
+  int dk;
+  const float* at(int c, int d) const { return k + static_cast<size_t>(c) * dk + d; }
+  __m256 load8(int c, int d) const { return _mm256_loadu_ps(at(c, d)); }
+  float value(int c, int d) const { return *at(c, d); }
+};
+
+// Keys as f16 cells where they lie (cell c's vector at k + c * stride).
+struct F16Keys {
+  const uint16_t* k;
+  size_t stride;
+  const uint16_t* at(int c, int d) const { return k + static_cast<size_t>(c) * stride + d; }
+  __m256 load8(int c, int d) const { return load_cvtph(at(c, d)); }
+  float value(int c, int d) const { return h2f(*at(c, d)); }
+};
+
+// Scores of G query rows against cells c0 .. c0 + C - 1: C x G running sums, each query vector
+// loaded once per 8 dimensions and each key vector loaded (converted) once for the G rows.
+template <int G, int C, class Keys>
+void scores_block8(int dk, const Keys& keys, int c0, const float* q, float* out, int ld) {
+  __m256 acc[C][G];
+  STRATA_UNROLL for (int c = 0; c < C; ++c) STRATA_UNROLL for (int g = 0; g < G; ++g) acc[c][g] = _mm256_setzero_ps();
+  int d = 0;
+  for (; d + 8 <= dk; d += 8) {
+    __m256 qv[G];
+    STRATA_UNROLL for (int g = 0; g < G; ++g) qv[g] = _mm256_loadu_ps(q + static_cast<size_t>(g) * dk + d);
+    STRATA_UNROLL for (int c = 0; c < C; ++c) {
+      const __m256 kv = keys.load8(c0 + c, d);
+      STRATA_UNROLL for (int g = 0; g < G; ++g) acc[c][g] = _mm256_add_ps(acc[c][g], _mm256_mul_ps(qv[g], kv));
     }
-    for (int g = 0; g < group; g += 8) {
-      const float* qg = q + static_cast<size_t>(g) * dk;
-      float* og = out + static_cast<size_t>(g) * ld + c0;
-      switch (std::min(8, group - g)) {
-        case 1: S::template run<1>(dk, kt.data(), qg, og, ld, m); break;
-        case 2: S::template run<2>(dk, kt.data(), qg, og, ld, m); break;
-        case 3: S::template run<3>(dk, kt.data(), qg, og, ld, m); break;
-        case 4: S::template run<4>(dk, kt.data(), qg, og, ld, m); break;
-        case 5: S::template run<5>(dk, kt.data(), qg, og, ld, m); break;
-        case 6: S::template run<6>(dk, kt.data(), qg, og, ld, m); break;
-        case 7: S::template run<7>(dk, kt.data(), qg, og, ld, m); break;
-        default: S::template run<8>(dk, kt.data(), qg, og, ld, m); break;
-      }
+  }
+  STRATA_UNROLL for (int c = 0; c < C; ++c) STRATA_UNROLL for (int g = 0; g < G; ++g) {
+    float s = sum_lanes8(acc[c][g]);
+    for (int e = d; e < dk; ++e) s += q[static_cast<size_t>(g) * dk + e] * keys.value(c0 + c, e);
+    out[static_cast<size_t>(g) * ld + c0 + c] = s;
+  }
+}
+
+// G rows against every cell: C cells a block, the last few one at a time.
+template <int G, int C, class Keys>
+void scores_cells8(int dk, int nc, const Keys& keys, const float* q, float* out, int ld) {
+  int c = 0;
+  for (; c + C <= nc; c += C) scores_block8<G, C>(dk, keys, c, q, out, ld);
+  for (; c < nc; ++c) scores_block8<G, 1>(dk, keys, c, q, out, ld);
+}
+
+// out[g * ld + c] = q[g] . key c, up to 4 query rows at a time; the cells per block keep the
+// C x G sums, G query vectors and a key within AVX2's 16 registers.
+template <class Keys>
+void attn_scores_lanes8(int dk, int nc, const Keys& keys, const float* q, int group, float* out, int ld) {
+  for (int g = 0; g < group; g += 4) {
+    const float* qg = q + static_cast<size_t>(g) * dk;
+    float* og = out + static_cast<size_t>(g) * ld;
+    switch (std::min(4, group - g)) {
+      case 1: scores_cells8<1, 8>(dk, nc, keys, qg, og, ld); break;
+      case 2: scores_cells8<2, 4>(dk, nc, keys, qg, og, ld); break;
+      case 3: scores_cells8<3, 2>(dk, nc, keys, qg, og, ld); break;
+      default: scores_cells8<4, 2>(dk, nc, keys, qg, og, ld); break;
     }
   }
 }

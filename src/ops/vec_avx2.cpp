@@ -3,8 +3,9 @@
 //   polynomial after reduction by ln 2; about 1 ulp), both in the form g / (1 + exp(-z)) * u.
 // - exp_shift (out = exp(x - shift)), for attention weights.
 // - scale with one rounding per multiply, exactly as the scalar loop, so it gives the same bits;
-//   so do attn_scores and attn_values, attention over a page of cells (8 cells per vector for the
-//   scores), with one rounding per multiply and per add (compiled without FMA contraction).
+//   so do attn_scores and attn_values, attention over a page of cells (the scores 8 dimensions to
+//   a vector, as the reference's eight running sums), with one rounding per multiply and per add
+//   (compiled without FMA contraction).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -102,29 +103,10 @@ void exp_shift_avx2(int n, const float* x, float shift, float* out) {
 
 // ---- Attention over a page of cells (KernelTable::attn_scores, attn_values) ----
 // Separate multiplies and adds (no FMA), in the scalar references' order, so every table gives the
-// same bits.
-
-// G query rows against 8 cells whose keys are laid out by dimension (kt[d][8]): one lane per cell.
-struct Scores8 {
-  template <int G>
-  static void run(int dk, const float* kt, const float* q, float* out, int ld, int m) {
-    __m256 acc[G];
-    STRATA_UNROLL for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
-    for (int d = 0; d < dk; ++d) {
-      const __m256 k = _mm256_loadu_ps(kt + 8 * d);
-      STRATA_UNROLL for (int g = 0; g < G; ++g)
-        acc[g] = _mm256_add_ps(acc[g], _mm256_mul_ps(_mm256_broadcast_ss(q + static_cast<size_t>(g) * dk + d), k));
-    }
-    STRATA_UNROLL for (int g = 0; g < G; ++g) {
-      alignas(32) float o[8];
-      _mm256_store_ps(o, acc[g]);
-      for (int j = 0; j < m; ++j) out[static_cast<size_t>(g) * ld + j] = o[j];
-    }
-  }
-};
+// same bits. The scores: attn_scores_simd.h.
 
 void attn_scores_avx2(int dk, int nc, const float* k, const float* q, int group, float* out, int ld) {
-  attn_scores_by_cells<8, Scores8>(dk, nc, k, q, group, out, ld);
+  attn_scores_lanes8(dk, nc, RowKeys{k, dk}, q, group, out, ld);
 }
 
 // acc[0 .. 8R) += w[c] * v[c][0 .. 8R) for every cell, the sums held in R registers.
@@ -154,121 +136,26 @@ void attn_values_avx2(int dv, int nc, const float* v, const float* w, int ld, in
 
 // ---- The same over f16 cells where they lie (the f16 KV format) ----
 // Exact conversions (vcvtph2ps) feed the arithmetic above in the same order, so the bits are
-// those of decoding the cells into rows first; what goes is the rows' stores and reloads, and for
-// the keys the lane-crossing shuffles of transpose8x8_ps.
+// those of decoding the cells into rows first.
 
-// G query rows against 16 cells laid out by dimension (kt[d][16]), two vectors a row: each sum
-// is a chain of dependent adds over the dimensions, and one row against 8 cells left two chains
-// to a Qwen3 KV head's pair of query rows, fewer than the add's latency needs. Four rows at a
-// time keep the 8 sums, 2 key vectors and a broadcast within AVX2's 16 registers.
-struct Scores16x2 {
-  template <int G>
-  static void run(int dk, const float* kt, const float* q, float* out, int ld, int m) {
-    __m256 acc[G][2];
-    STRATA_UNROLL for (int g = 0; g < G; ++g) acc[g][0] = acc[g][1] = _mm256_setzero_ps();
-    for (int d = 0; d < dk; ++d) {
-      const __m256 k0 = _mm256_loadu_ps(kt + 16 * d), k1 = _mm256_loadu_ps(kt + 16 * d + 8);
-      STRATA_UNROLL for (int g = 0; g < G; ++g) {
-        const __m256 qd = _mm256_broadcast_ss(q + static_cast<size_t>(g) * dk + d);
-        acc[g][0] = _mm256_add_ps(acc[g][0], _mm256_mul_ps(qd, k0));
-        acc[g][1] = _mm256_add_ps(acc[g][1], _mm256_mul_ps(qd, k1));
-      }
-    }
-    STRATA_UNROLL for (int g = 0; g < G; ++g) {
-      alignas(32) float o[16];
-      _mm256_store_ps(o, acc[g][0]);
-      _mm256_store_ps(o + 8, acc[g][1]);
-      for (int j = 0; j < m; ++j) out[static_cast<size_t>(g) * ld + j] = o[j];
-    }
-  }
-};
-
-// Dimensions d0..d0+3 of 8 cells (cell j at kc + j * stride) as four rows of 8 lanes, r[i] =
-// dimension d0 + i of every cell: one register holds the four dimensions of cells j and j + 4
-// (two 8-byte loads, one conversion), so a 4 x 4 transpose within each 128-bit lane gives the
-// rows, without the lane-crossing shuffles of transpose8x8_ps, which Zen 1 runs slowly.
-inline void tile4x8_f16(const uint16_t* kc, size_t stride, int d0, __m256 r[4]) {
-  __m256 c[4];
-  for (int j = 0; j < 4; ++j) {
-    const __m128i lo = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(kc + static_cast<size_t>(j) * stride + d0));
-    const __m128i both = _mm_castpd_si128(
-        _mm_loadh_pd(_mm_castsi128_pd(lo), reinterpret_cast<const double*>(kc + static_cast<size_t>(j + 4) * stride + d0)));
-    c[j] = _mm256_cvtph_ps(both);
-  }
-  const __m256 t0 = _mm256_unpacklo_ps(c[0], c[1]), t1 = _mm256_unpackhi_ps(c[0], c[1]);
-  const __m256 t2 = _mm256_unpacklo_ps(c[2], c[3]), t3 = _mm256_unpackhi_ps(c[2], c[3]);
-  r[0] = _mm256_shuffle_ps(t0, t2, 0x44), r[1] = _mm256_shuffle_ps(t0, t2, 0xEE);
-  r[2] = _mm256_shuffle_ps(t1, t3, 0x44), r[3] = _mm256_shuffle_ps(t1, t3, 0xEE);
-}
-
-// G (at most 4) query rows against 16 whole cells, the tiles' rows used as they are made (no
-// kt): the 2 x 4 rows of a step, 2G sums and a broadcast fit AVX2's 16 registers. Each sum takes
-// the dimensions in order, as Scores16x2.
-template <int G>
-void scores16_f16_direct(int dk, const uint16_t* kc, size_t stride, const float* q, float* out, int ld) {
-  __m256 acc[G][2];
-  STRATA_UNROLL for (int g = 0; g < G; ++g) acc[g][0] = acc[g][1] = _mm256_setzero_ps();
-  for (int d0 = 0; d0 < dk; d0 += 4) {
-    __m256 r[2][4];
-    tile4x8_f16(kc, stride, d0, r[0]);
-    tile4x8_f16(kc + 8 * stride, stride, d0, r[1]);
-    STRATA_UNROLL for (int i = 0; i < 4; ++i) STRATA_UNROLL for (int g = 0; g < G; ++g) {
-      const __m256 qd = _mm256_broadcast_ss(q + static_cast<size_t>(g) * dk + d0 + i);
-      acc[g][0] = _mm256_add_ps(acc[g][0], _mm256_mul_ps(qd, r[0][i]));
-      acc[g][1] = _mm256_add_ps(acc[g][1], _mm256_mul_ps(qd, r[1][i]));
-    }
-  }
-  STRATA_UNROLL for (int g = 0; g < G; ++g) {
-    _mm256_storeu_ps(out + static_cast<size_t>(g) * ld, acc[g][0]);
-    _mm256_storeu_ps(out + static_cast<size_t>(g) * ld + 8, acc[g][1]);
-  }
-}
-
-// Keys: 16 cells at a time. Up to 4 query rows (a decode token's group) take whole blocks
-// straight from the tiles; otherwise the cells are laid out by dimension (kt[d][16]) once for
-// all rows, 8 cells a tile, a tile with missing cells filled one value at a time with zeros past
-// the cells.
+// Keys: up to 4 query rows (a decode token's group) convert each cell's vectors as they use
+// them; more rows (a prompt's tokens) would convert them once per 4, so the cells are decoded
+// into rows once for all.
 void attn_scores_f16_avx2(int dk, int nc, const uint16_t* k, size_t stride, const float* q, int group, float* out, int ld) {
-  thread_local std::vector<float> kt;
-  kt.resize(static_cast<size_t>(dk) * 16);
-  for (int c0 = 0; c0 < nc; c0 += 16) {
-    const int m = std::min(16, nc - c0);
-    const uint16_t* kb = k + static_cast<size_t>(c0) * stride;
-    if (m == 16 && dk % 4 == 0 && group <= 4) {
-      float* ob = out + c0;
-      switch (group) {
-        case 1: scores16_f16_direct<1>(dk, kb, stride, q, ob, ld); break;
-        case 2: scores16_f16_direct<2>(dk, kb, stride, q, ob, ld); break;
-        case 3: scores16_f16_direct<3>(dk, kb, stride, q, ob, ld); break;
-        default: scores16_f16_direct<4>(dk, kb, stride, q, ob, ld); break;
-      }
-      continue;
-    }
-    for (int h = 0; h < 2; ++h) {
-      const int mt = std::clamp(m - 8 * h, 0, 8);
-      const uint16_t* kc = kb + static_cast<size_t>(8 * h) * stride;
-      if (mt == 8 && dk % 4 == 0) {
-        for (int d0 = 0; d0 < dk; d0 += 4) {
-          __m256 r[4];
-          tile4x8_f16(kc, stride, d0, r);
-          for (int i = 0; i < 4; ++i) _mm256_storeu_ps(kt.data() + 16 * (d0 + i) + 8 * h, r[i]);
-        }
-      } else {
-        for (int d = 0; d < dk; ++d)
-          for (int j = 0; j < 8; ++j) kt[16 * d + 8 * h + j] = j < mt ? h2f(kc[static_cast<size_t>(j) * stride + d]) : 0.f;
-      }
-    }
-    for (int g = 0; g < group; g += 4) {
-      const float* qg = q + static_cast<size_t>(g) * dk;
-      float* og = out + static_cast<size_t>(g) * ld + c0;
-      switch (std::min(4, group - g)) {
-        case 1: Scores16x2::run<1>(dk, kt.data(), qg, og, ld, m); break;
-        case 2: Scores16x2::run<2>(dk, kt.data(), qg, og, ld, m); break;
-        case 3: Scores16x2::run<3>(dk, kt.data(), qg, og, ld, m); break;
-        default: Scores16x2::run<4>(dk, kt.data(), qg, og, ld, m); break;
-      }
-    }
+  if (group <= 4) {
+    attn_scores_lanes8(dk, nc, F16Keys{k, stride}, q, group, out, ld);
+    return;
   }
+  thread_local std::vector<float> rows;
+  rows.resize(static_cast<size_t>(nc) * dk);
+  for (int c = 0; c < nc; ++c) {
+    const uint16_t* kc = k + static_cast<size_t>(c) * stride;
+    float* rc = rows.data() + static_cast<size_t>(c) * dk;
+    int d = 0;
+    for (; d + 8 <= dk; d += 8) _mm256_storeu_ps(rc + d, load_cvtph(kc + d));
+    for (; d < dk; ++d) rc[d] = h2f(kc[d]);
+  }
+  attn_scores_lanes8(dk, nc, RowKeys{rows.data(), dk}, q, group, out, ld);
 }
 
 // Values: G query rows at once over S vectors of dimensions, each cell's vectors converted once

@@ -52,9 +52,15 @@ const KernelTable& scalar_kernels() {
     k.attn_scores = [](int dk, int nc, const float* kr, const float* q, int group, float* out, int ld) {
       for (int g = 0; g < group; ++g)
         for (int c = 0; c < nc; ++c) {
-          float s = 0.f;
-          for (int d = 0; d < dk; ++d) s += q[static_cast<size_t>(g) * dk + d] * kr[static_cast<size_t>(c) * dk + d];
-          out[static_cast<size_t>(g) * ld + c] = s;
+          const float* qg = q + static_cast<size_t>(g) * dk;
+          const float* kc = kr + static_cast<size_t>(c) * dk;
+          float s[8] = {};
+          int d = 0;
+          for (; d + 8 <= dk; d += 8)
+            for (int j = 0; j < 8; ++j) s[j] += qg[d + j] * kc[d + j];
+          float t = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+          for (; d < dk; ++d) t += qg[d] * kc[d];
+          out[static_cast<size_t>(g) * ld + c] = t;
         }
     };
     k.attn_values = [](int dv, int nc, const float* v, const float* w, int ld, int group, float* acc) {

@@ -22,7 +22,10 @@ using ScaleFn = void (*)(int n, float a, float* y);                 // y *= a
 using ExpShiftFn = void (*)(int n, const float* x, float shift, float* out);  // out = exp(x - shift)
 // Attention over a page of cells (rows of floats), the same bits in every table: one rounding per
 // multiply and per add, in the order written.
-// out[g * ld + c] = sum over d in order of q[g][d] * k[c][d]   (k: [nc][dk], q: [group][dk])
+// out[g * ld + c] = q[g] . k[c]   (k: [nc][dk], q: [group][dk]), summed as eight running sums,
+//   s[j] = sum over whole 8s of dimensions, in order, of q[g][8i + j] * k[c][8i + j], then
+//   ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)), then the dimensions past the last whole 8
+//   added one by one: the order in which a SIMD kernel reads each key as it lies, 8 at a time.
 using AttnScoresFn = void (*)(int dk, int nc, const float* k, const float* q, int group, float* out, int ld);
 // acc[g][:] += w[g * ld + c] * v[c][:] for c = 0 .. nc-1 in order   (v: [nc][dv], acc: [group][dv])
 using AttnValuesFn = void (*)(int dv, int nc, const float* v, const float* w, int ld, int group, float* acc);
