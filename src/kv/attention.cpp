@@ -68,13 +68,14 @@ void chunk_partials(const KvStore& store, const KernelTable& kt, SeqId s, int la
   const int dk = c.head_dim_k, dv = c.head_dim_v, nkv = c.n_kv_heads, P = c.page_size;
   const size_t kh = store.k_bytes_per_head(), vh = store.v_bytes_per_head();
   const Decoder decode_k = decoder(f.k), decode_v = decoder(f.v);
-  // f16 cells are read where they lie where the table has kernels for it (same bits as decoded rows).
-  const bool in_place = f.k == Codec::F16 && f.v == Codec::F16 && kt.attn_scores_f16 && kt.attn_values_f16;
-  // Values in place for one token only: the values kernel converts the cells for each token's
-  // query rows, so a prompt's tokens sharing the page convert them once, decoded into rows.
-  const bool values_in_place = in_place && n == 1;
-  const size_t k_stride = static_cast<size_t>(nkv) * dk, v_stride = static_cast<size_t>(nkv) * dv;  // f16 values between cells
   const int rows = n * group;  // query rows, token-major
+  // f16 cells are read where they lie where the table has kernels for it (same bits as decoded
+  // rows), but only for few query rows: the kernels convert a cell once per 4 rows of keys and
+  // once per token of values, so a prompt's tokens sharing the page convert them once, decoded
+  // into rows.
+  const bool in_place = f.k == Codec::F16 && f.v == Codec::F16 && kt.attn_scores_f16 && kt.attn_values_f16;
+  const bool keys_in_place = in_place && rows <= 4, values_in_place = in_place && n == 1;
+  const size_t k_stride = static_cast<size_t>(nkv) * dk, v_stride = static_cast<size_t>(nkv) * dv;  // f16 values between cells
   scratch.resize(static_cast<size_t>(P) * (2 * rows + dk + dv) + static_cast<size_t>(rows) * dk);
   float* scores = scratch.data();                       // [rows][P]
   float* wts = scores + static_cast<size_t>(rows) * P;  // [rows][P]
@@ -104,7 +105,7 @@ void chunk_partials(const KvStore& store, const KernelTable& kt, SeqId s, int la
     for (int i = 0; i < n; ++i) nc = std::max(nc, cells(i));
     if (nc <= 0) continue;
     const size_t first_k = (static_cast<size_t>(c0 - pv.first) * nkv + kv_head) * kh;
-    if (in_place) {
+    if (keys_in_place) {
       if (ahead)
         for (int i = 0; i < nc; ++i) prefetch_cell(next.k + (static_cast<size_t>(i) * nkv + kv_head) * kh, kh);
       kt.attn_scores_f16(dk, nc, reinterpret_cast<const uint16_t*>(pv.k + first_k), k_stride, qs, rows, scores, P);

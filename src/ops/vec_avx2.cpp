@@ -9,7 +9,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <vector>
 
 #include "quant/kernels.h"
 #include "ops/attn_scores_simd.h"
@@ -138,24 +137,10 @@ void attn_values_avx2(int dv, int nc, const float* v, const float* w, int ld, in
 // Exact conversions (vcvtph2ps) feed the arithmetic above in the same order, so the bits are
 // those of decoding the cells into rows first.
 
-// Keys: up to 4 query rows (a decode token's group) convert each cell's vectors as they use
-// them; more rows (a prompt's tokens) would convert them once per 4, so the cells are decoded
-// into rows once for all.
+// Keys: each cell's vectors are converted as they are used, once per 4 query rows (the caller
+// decodes the cells into rows for more).
 void attn_scores_f16_avx2(int dk, int nc, const uint16_t* k, size_t stride, const float* q, int group, float* out, int ld) {
-  if (group <= 4) {
-    attn_scores_lanes8(dk, nc, F16Keys{k, stride}, q, group, out, ld);
-    return;
-  }
-  thread_local std::vector<float> rows;
-  rows.resize(static_cast<size_t>(nc) * dk);
-  for (int c = 0; c < nc; ++c) {
-    const uint16_t* kc = k + static_cast<size_t>(c) * stride;
-    float* rc = rows.data() + static_cast<size_t>(c) * dk;
-    int d = 0;
-    for (; d + 8 <= dk; d += 8) _mm256_storeu_ps(rc + d, load_cvtph(kc + d));
-    for (; d < dk; ++d) rc[d] = h2f(kc[d]);
-  }
-  attn_scores_lanes8(dk, nc, RowKeys{rows.data(), dk}, q, group, out, ld);
+  attn_scores_lanes8(dk, nc, F16Keys{k, stride}, q, group, out, ld);
 }
 
 // Values: G query rows at once over S vectors of dimensions, each cell's vectors converted once

@@ -7,7 +7,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <vector>
 
 #include "quant/kernels.h"
 #include "ops/attn_scores_simd.h"
@@ -113,38 +112,10 @@ void attn_values_avx512(int dv, int nc, const float* v, const float* w, int ld, 
 // Exact conversions (vcvtph2ps) feed the arithmetic above in the same order, so the bits are
 // those of decoding the cells into rows first.
 
-// Keys decoded into floats two cells to a vector: pair p's dimensions 8i .. 8i + 7 are the 16
-// floats at pairs[(p * n8 + i) * 16] (cell 2p, then 2p + 1), so a pair's 8 dimensions are one
-// load, with no insert of the second cell; the dimensions past the last whole 8 apart in `tail`.
-struct PairedKeys {
-  const float* pairs;
-  const float* tail;
-  int n8, nt;  // whole 8s of dimensions; dimensions past them
-  const float* at(int c, int d) const { return pairs + (static_cast<size_t>(c / 2) * n8 + d / 8) * 16 + (c % 2) * 8 + d % 8; }
-  __m256 load8(int c, int d) const { return _mm256_loadu_ps(at(c, d)); }
-  float value(int c, int d) const { return d < 8 * n8 ? *at(c, d) : tail[static_cast<size_t>(c) * nt + d - 8 * n8]; }
-};
-inline __m512 load8x2(const PairedKeys& keys, int c, int d) { return _mm512_loadu_ps(keys.at(c, d)); }
-
-// Keys: up to 4 query rows convert each cell's vectors as they use them; more rows (a prompt's
-// tokens) decode the cells once for all, in pairs.
+// Keys: each cell's vectors are converted as they are used, once per 4 query rows (the caller
+// decodes the cells into rows for more).
 void attn_scores_f16_avx512(int dk, int nc, const uint16_t* k, size_t stride, const float* q, int group, float* out, int ld) {
-  if (group <= 4) {
-    attn_scores_lanes16(dk, nc, F16Keys{k, stride}, q, group, out, ld);
-    return;
-  }
-  const int n8 = dk / 8, nt = dk - 8 * n8;
-  thread_local std::vector<float> pairs, tail;
-  pairs.resize(static_cast<size_t>(nc + 1) / 2 * n8 * 16);
-  tail.resize(static_cast<size_t>(nc) * nt);
-  const PairedKeys keys{pairs.data(), tail.data(), n8, nt};
-  for (int c = 0; c < nc; ++c) {
-    const uint16_t* kc = k + static_cast<size_t>(c) * stride;
-    for (int i = 0; i < n8; ++i)
-      _mm256_storeu_ps(pairs.data() + (static_cast<size_t>(c / 2) * n8 + i) * 16 + (c % 2) * 8, load_cvtph(kc + 8 * i));
-    for (int e = 0; e < nt; ++e) tail[static_cast<size_t>(c) * nt + e] = h2f(kc[8 * n8 + e]);
-  }
-  attn_scores_lanes16(dk, nc, keys, q, group, out, ld);
+  attn_scores_lanes16(dk, nc, F16Keys{k, stride}, q, group, out, ld);
 }
 
 // Values: G query rows at once over S vectors of 16 dimensions, each cell's vectors converted

@@ -31,7 +31,9 @@ using AttnScoresFn = void (*)(int dk, int nc, const float* k, const float* q, in
 using AttnValuesFn = void (*)(int dv, int nc, const float* v, const float* w, int ld, int group, float* acc);
 // The same over f16 cells read where they lie (the f16 KV format), cell c's vector at
 // k + c * stride (stride in values): the bits of decoding the cells into rows and calling
-// attn_scores / attn_values, without the rows.
+// attn_scores / attn_values, without the rows. They convert a cell's vectors as they use them,
+// once per 4 query rows (scores) or per query row group (values), so they pay for few rows: a
+// decode token's.
 using AttnScoresF16Fn = void (*)(int dk, int nc, const uint16_t* k, size_t stride, const float* q, int group, float* out,
                                  int ld);
 using AttnValuesF16Fn = void (*)(int dv, int nc, const uint16_t* v, size_t stride, const float* w, int ld, int group,
