@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "backend/thread_pool.h"
+#include "isa_throughput.h"
 #include "kv/attention.h"
 #include "ops/ops.h"
 #include "quant/kernels.h"
@@ -291,7 +292,19 @@ void BM_Attention(benchmark::State& state, AttnShape sh, AttnKernels k) {
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(cells) * layers * sh.n_kv);
 }
 
+// One of isa_throughput.cpp's loops: items are operations (or sequences).
+void BM_IsaChain(benchmark::State& state, void (*run)(long)) {
+  constexpr long kSteps = 1024;
+  for (auto _ : state) run(kSteps);
+  state.SetItemsProcessed(state.iterations() * kSteps * 8);
+}
+
 const bool kRegistered = [] {
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    int n = 0;
+    const IsaChain* chains = isa_chains(&n);
+    for (int i = 0; i < n; ++i) benchmark::RegisterBenchmark(chains[i].name, BM_IsaChain, chains[i].run);
+  }
   const struct {
     const char* name;
     AttnKernels k;

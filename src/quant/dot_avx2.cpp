@@ -4,8 +4,8 @@
 
 #include <array>
 #include <cmath>
-#include <vector>
 
+#include "backend/thread_scratch.h"
 #include "quant/dequant_blocks.h"
 #include "quant/simd_avx2_blocks.h"
 #include "quant/kernels.h"
@@ -1308,10 +1308,9 @@ template <class F>
 void iq1_rows(int n, const uint8_t* w, size_t row_stride, int nrows, const uint8_t* xq, float* out) {
   const auto* y = reinterpret_cast<const BlockQ8_K*>(xq);
   const int nb = n / 256;
-  thread_local std::vector<int8_t> permuted;
-  permuted.resize(static_cast<size_t>(nb) * 256);
-  for (int i = 0; i < nb; ++i) gkq_permute_block(y[i], permuted.data() + 256 * i);
-  const int8_t* yp = permuted.data();
+  auto* permuted = static_cast<int8_t*>(thread_scratch(ScratchSlot::IqPermutedActivations, static_cast<size_t>(nb) * 256));
+  for (int i = 0; i < nb; ++i) gkq_permute_block(y[i], permuted + 256 * i);
+  const int8_t* yp = permuted;
   int r = 0;
   for (; r + 2 <= nrows; r += 2) iq1_rows_tile<F, 2>(n, w + r * row_stride, row_stride, y, yp, out + r);
   if (r < nrows) iq1_rows_tile<F, 1>(n, w + r * row_stride, row_stride, y, yp, out + r);
@@ -1392,10 +1391,9 @@ template <class C, class S>
 void grid_rows(int n, const uint8_t* w, size_t row_stride, int nrows, const uint8_t* xq, float* out) {
   const auto* y = reinterpret_cast<const BlockQ8_K*>(xq);
   const int nb = n / 256;
-  thread_local std::vector<int8_t> permuted;
-  permuted.resize(static_cast<size_t>(nb) * 256);
-  for (int i = 0; i < nb; ++i) gkq_permute_block(y[i], permuted.data() + 256 * i);
-  const int8_t* yp = permuted.data();
+  auto* permuted = static_cast<int8_t*>(thread_scratch(ScratchSlot::IqPermutedActivations, static_cast<size_t>(nb) * 256));
+  for (int i = 0; i < nb; ++i) gkq_permute_block(y[i], permuted + 256 * i);
+  const int8_t* yp = permuted;
   int r = 0;
   for (; r + 2 <= nrows; r += 2) grid_rows_tile<C, S, 2>(n, w + r * row_stride, row_stride, y, yp, out + r);
   if (r < nrows) grid_rows_tile<C, S, 1>(n, w + r * row_stride, row_stride, y, yp, out + r);

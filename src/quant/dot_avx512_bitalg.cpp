@@ -28,8 +28,8 @@
 #include <cstring>
 #include <stdexcept>
 #include <type_traits>
-#include <vector>
 
+#include "backend/thread_scratch.h"
 #include "quant/formats.h"
 #include "quant/gemm_x8.h"
 #include "quant/iq_tables.h"
@@ -43,13 +43,12 @@ namespace {
 
 // The Q8_K values of n columns in gather order (see above); d is read from the blocks themselves.
 const int8_t* transposed_activations(int n, const uint8_t* xq) {
-  thread_local std::vector<uint64_t> buf;
-  buf.resize(static_cast<size_t>(n / 256) * 32);
+  auto* buf = static_cast<uint64_t*>(thread_scratch(ScratchSlot::BitalgGatherOrder, static_cast<size_t>(n / 256) * 32 * 8));
   const auto* y = reinterpret_cast<const BlockQ8_K*>(xq);
   for (int i = 0; i < n / 256; ++i)
     for (int m = 0; m < 4; ++m)
       for (int k = 0; k < 8; ++k) std::memcpy(&buf[32 * i + 8 * m + k], y[i].qs + 8 * (4 * k + m), 8);
-  return reinterpret_cast<const int8_t*>(buf.data());
+  return reinterpret_cast<const int8_t*>(buf);
 }
 
 // vpshufbitqmb control that takes bits first, first + 1, ..., first + 7 of every 64-bit lane.
@@ -196,21 +195,30 @@ inline __m512i chunk_word_signs(__m512i q) {
 inline __m512i chunk_word_odd(__m512i q) {
   return _mm512_ternarylogic_epi32(_mm512_srli_epi32(q, 27), _mm512_set1_epi32(0x1E), _mm512_set1_epi32(1), 0xEA);
 }
-// The distinct bytes (levels) of a grid's entries, ascending; there must be `count` of them.
+// The distinct bytes (levels) of a grid's entries, ascending, and each byte's number among them;
+// there must be `count` of them.
+struct GridLevels {
+  uint8_t level[256];   // level[i]: the i-th smallest
+  uint8_t number[256];  // number[v]: which level byte v is
+  uint8_t operator[](int i) const { return level[i]; }
+};
 template <class Entry>
-std::vector<uint8_t> grid_levels(const Entry* grid, int entries, size_t count) {
-  std::vector<uint8_t> levels;
+GridLevels grid_levels(const Entry* grid, int entries, int count) {
+  bool seen[256] = {};
   for (int e = 0; e < entries; ++e)
-    for (size_t k = 0; k < sizeof(Entry); ++k) levels.push_back(static_cast<uint8_t>(grid[e] >> (8 * k)));
-  std::sort(levels.begin(), levels.end());
-  levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
-  if (levels.size() != count) throw std::logic_error("grid levels: not the count the decode assumes");
-  return levels;
+    for (size_t k = 0; k < sizeof(Entry); ++k) seen[static_cast<uint8_t>(grid[e] >> (8 * k))] = true;
+  GridLevels l{};
+  int n = 0;
+  for (int v = 0; v < 256; ++v)
+    if (seen[v]) {
+      l.number[v] = static_cast<uint8_t>(n);
+      l.level[n++] = static_cast<uint8_t>(v);
+    }
+  if (n != count) throw std::logic_error("grid levels: not the count the decode assumes");
+  return l;
 }
-// The number of level v (its low byte) in levels.
-inline int level_number(const std::vector<uint8_t>& levels, uint64_t v) {
-  return static_cast<int>(std::lower_bound(levels.begin(), levels.end(), static_cast<uint8_t>(v)) - levels.begin());
-}
+// The number of level v (its low byte).
+inline int level_number(const GridLevels& levels, uint64_t v) { return levels.number[static_cast<uint8_t>(v)]; }
 // IQ3_XXS and IQ3_S without gathers (VBMI): their grids have 256 and 512 entries of 4 values,
 // each one of 8 levels, so an entry's values 2h and 2h + 1 are a 6-bit code (level numbers
 // c0 + 8 c1), and code plane h is a 256- or 512-byte table (four or eight registers) that two or
@@ -242,7 +250,7 @@ struct CodePlanes {
 template <int Entries>
 CodePlanes<2, Entries, 3> code_planes(const uint32_t* grid) {
   CodePlanes<2, Entries, 3> t{};
-  const std::vector<uint8_t> levels = grid_levels(grid, Entries, 8);
+  const GridLevels levels = grid_levels(grid, Entries, 8);
   auto number = [&](uint32_t v) { return level_number(levels, v); };
   for (int e = 0; e < Entries; ++e)
     for (int h = 0; h < 2; ++h) t.codes[h][e] = static_cast<uint8_t>(number(grid[e] >> (16 * h)) + 8 * number(grid[e] >> (16 * h + 8)));
@@ -273,8 +281,9 @@ const int8_t* activation_planes(int n, const uint8_t* xq, Source) {
       }
     return c;
   }();
-  thread_local std::vector<uint64_t> buf;
-  buf.resize(static_cast<size_t>(n / 256) * 8 * kStride);
+  constexpr ScratchSlot kSlot = kPlanes == 4 ? ScratchSlot::BitalgPlanes4 : ScratchSlot::BitalgPlanes8;
+  static_assert(kPlanes == 4 || kPlanes == 8);
+  auto* buf = static_cast<uint64_t*>(thread_scratch(kSlot, static_cast<size_t>(n / 256) * 8 * kStride * 8));
   const auto* y = reinterpret_cast<const BlockQ8_K*>(xq);
   for (int i = 0; i < n / 256; ++i) {
     __m512i v[4], signs = _mm512_setzero_si512();
@@ -288,7 +297,7 @@ const int8_t* activation_planes(int n, const uint8_t* xq, Source) {
     }
     _mm512_storeu_si512(&buf[8 * (kStride * i + kPlanes)], signs);
   }
-  return reinterpret_cast<const int8_t*>(buf.data());
+  return reinterpret_cast<const int8_t*>(buf);
 }
 // Plane p: magnitudes of values 4e + p (e = 0..63); then their signs.
 const int8_t* plane_magnitudes(int n, const uint8_t* xq) {
@@ -552,7 +561,7 @@ void decode_rows8_planes(int n, const uint8_t* rows, size_t row_stride, int nrow
 template <int Entries>
 CodePlanes<2, Entries, 4> code_quads(const uint64_t* grid) {
   CodePlanes<2, Entries, 4> t{};
-  const std::vector<uint8_t> levels = grid_levels(grid, Entries, 3);
+  const GridLevels levels = grid_levels(grid, Entries, 3);
   auto number = [&](int e, int v) { return level_number(levels, grid[e] >> (8 * v)); };
   for (int e = 0; e < Entries; ++e)
     for (int h = 0; h < 2; ++h)

@@ -24,8 +24,8 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <vector>
 
+#include "backend/thread_scratch.h"
 #include "quant/gemm_x8_simd.h"
 
 namespace strata {
@@ -163,13 +163,11 @@ void gemm_amx_blocks32(int n, const uint8_t* w, size_t gs, int ngroups, const ui
                        const Q8BlockInfo* xi, size_t xis, int ntok, float* y, size_t ys) {
   constexpr bool kMin = kHasMin<F>;
   const int nb = n / 32;
-  thread_local std::vector<int8_t> staged;
-  thread_local std::vector<float> factors;
-  staged.resize(kStagedBlock32 * nb);
-  factors.resize((kMin ? 32 : 16) * static_cast<size_t>(nb));
-  float* dw = factors.data();
+  auto* staged = static_cast<int8_t*>(thread_scratch(ScratchSlot::AmxStagedBlocks, kStagedBlock32 * nb));
+  auto* factors = static_cast<float*>(thread_scratch(ScratchSlot::AmxStagedFactors, (kMin ? 32 : 16) * sizeof(float) * nb));
+  float* dw = factors;
   float* mw = dw + 16 * static_cast<size_t>(nb);
-  stage_blocks32<F>(nb, w, gs, ngroups, staged.data(), dw, mw);
+  stage_blocks32<F>(nb, w, gs, ngroups, staged, dw, mw);
   const int nrows = kPackRows * ngroups;
   int configured = 0;
   for (int t0 = 0; t0 < ntok; t0 += kTileTokens) {
@@ -177,9 +175,9 @@ void gemm_amx_blocks32(int n, const uint8_t* w, size_t gs, int ngroups, const ui
     if (nt != configured) configure_tiles(configured = nt);
     const uint8_t* x = xq + xs * t0;
     if (nt == kTileTokens)
-      token_tile32<true, kMin>(nb, staged.data(), dw, mw, x, xs, xi + xis * t0, xis, nt, nrows, y + ys * t0, ys);
+      token_tile32<true, kMin>(nb, staged, dw, mw, x, xs, xi + xis * t0, xis, nt, nrows, y + ys * t0, ys);
     else
-      token_tile32<false, kMin>(nb, staged.data(), dw, mw, x, xs, xi + xis * t0, xis, nt, nrows, y + ys * t0, ys);
+      token_tile32<false, kMin>(nb, staged, dw, mw, x, xs, xi + xis * t0, xis, nt, nrows, y + ys * t0, ys);
   }
   _tile_release();
 }
@@ -374,24 +372,22 @@ template <KMins kMins>
 void gemm_amx_decoded(int n, const uint8_t* dec0, const uint8_t* dec1, int nrows, const uint8_t* xq, size_t xs, int ntok,
                       float* y, size_t ys) {
   const int nb = n / 256;
-  thread_local std::vector<StagedK> staged;
-  staged.resize(nb);
-  stage_decoded(nb, reinterpret_cast<const DecodedX8Block*>(dec0), reinterpret_cast<const DecodedX8Block*>(dec1),
-                staged.data());
+  auto* staged = static_cast<StagedK*>(thread_scratch(ScratchSlot::AmxStagedDecoded, sizeof(StagedK) * nb));
+  stage_decoded(nb, reinterpret_cast<const DecodedX8Block*>(dec0), reinterpret_cast<const DecodedX8Block*>(dec1), staged);
   int t0 = 0;
   if (ntok >= 2 * kTileTokens) {
     configure_tiles_k2();
     for (; t0 + 2 * kTileTokens <= ntok; t0 += 2 * kTileTokens)
-      token_pair_k<kMins>(nb, staged.data(), xq + xs * t0, xs, nrows, y + ys * t0, ys);
+      token_pair_k<kMins>(nb, staged, xq + xs * t0, xs, nrows, y + ys * t0, ys);
   }
   int configured = 0;
   for (; t0 < ntok; t0 += kTileTokens) {
     const int nt = std::min(kTileTokens, ntok - t0);
     if (nt != configured) configure_tiles_k(configured = nt);
     if (nt == kTileTokens)
-      token_tile_k<kMins, true>(nb, staged.data(), xq + xs * t0, xs, nt, nrows, y + ys * t0, ys);
+      token_tile_k<kMins, true>(nb, staged, xq + xs * t0, xs, nt, nrows, y + ys * t0, ys);
     else
-      token_tile_k<kMins, false>(nb, staged.data(), xq + xs * t0, xs, nt, nrows, y + ys * t0, ys);
+      token_tile_k<kMins, false>(nb, staged, xq + xs * t0, xs, nt, nrows, y + ys * t0, ys);
   }
   _tile_release();
 }
