@@ -9,10 +9,12 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "backend/huge_buffer.h"
 #include "backend/thread_pool.h"
+#include "backend/thread_scratch.h"
 
 namespace strata {
 namespace {
@@ -119,6 +121,31 @@ TEST(HugeBuffer, MovesOwnershipAndFreesOnce) {
   HugeBuffer empty(0);
   EXPECT_EQ(empty.data(), nullptr);
   EXPECT_EQ(empty.size(), 0u);
+}
+
+TEST(ThreadScratch, AlignedPerSlotPerThreadAndKeptWhileLargeEnough) {
+  auto* a = static_cast<uint8_t*>(thread_scratch(ScratchSlot::AmxStagedBlocks, 1000));
+  auto* b = static_cast<uint8_t*>(thread_scratch(ScratchSlot::AmxStagedFactors, 1000));
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % 64, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b) % 64, 0u);
+  // Two slots never overlap: fill both to the end and read each back.
+  std::fill(a, a + 1000, uint8_t{1});
+  std::fill(b, b + 1000, uint8_t{2});
+  EXPECT_TRUE(std::all_of(a, a + 1000, [](uint8_t x) { return x == 1; }));
+  // A request that fits keeps the buffer; a larger one gets a buffer of its size.
+  EXPECT_EQ(thread_scratch(ScratchSlot::AmxStagedBlocks, 10), a);
+  auto* big = static_cast<uint8_t*>(thread_scratch(ScratchSlot::AmxStagedBlocks, size_t(1) << 20));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(big) % 64, 0u);
+  std::fill(big, big + (size_t(1) << 20), uint8_t{3});  // ASan: every byte is the buffer's
+  EXPECT_EQ(thread_scratch(ScratchSlot::AmxStagedBlocks, 1), big);
+  EXPECT_NE(thread_scratch(ScratchSlot::AmxStagedBlocks, 0), nullptr);
+  // Another thread has its own.
+  void* other = nullptr;
+  std::thread t([&] { other = thread_scratch(ScratchSlot::AmxStagedBlocks, 1000); });
+  t.join();
+  EXPECT_NE(other, big);
 }
 
 }  // namespace
