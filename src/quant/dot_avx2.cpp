@@ -1304,13 +1304,18 @@ void iq1_rows_tile(int n, const uint8_t* w, size_t ws, const BlockQ8_K* y, const
   }
 }
 
+// A call's nb blocks of Q8_K values permuted as the i-quant kernels read them (gkq_permute_block).
+const int8_t* gkq_permuted(const BlockQ8_K* y, int nb) {
+  auto* permuted = static_cast<int8_t*>(thread_scratch(ScratchSlot::IqPermutedActivations, static_cast<size_t>(nb) * 256));
+  for (int i = 0; i < nb; ++i) gkq_permute_block(y[i], permuted + 256 * i);
+  return permuted;
+}
+
 template <class F>
 void iq1_rows(int n, const uint8_t* w, size_t row_stride, int nrows, const uint8_t* xq, float* out) {
   const auto* y = reinterpret_cast<const BlockQ8_K*>(xq);
   const int nb = n / 256;
-  auto* permuted = static_cast<int8_t*>(thread_scratch(ScratchSlot::IqPermutedActivations, static_cast<size_t>(nb) * 256));
-  for (int i = 0; i < nb; ++i) gkq_permute_block(y[i], permuted + 256 * i);
-  const int8_t* yp = permuted;
+  const int8_t* yp = gkq_permuted(y, nb);
   int r = 0;
   for (; r + 2 <= nrows; r += 2) iq1_rows_tile<F, 2>(n, w + r * row_stride, row_stride, y, yp, out + r);
   if (r < nrows) iq1_rows_tile<F, 1>(n, w + r * row_stride, row_stride, y, yp, out + r);
@@ -1391,9 +1396,7 @@ template <class C, class S>
 void grid_rows(int n, const uint8_t* w, size_t row_stride, int nrows, const uint8_t* xq, float* out) {
   const auto* y = reinterpret_cast<const BlockQ8_K*>(xq);
   const int nb = n / 256;
-  auto* permuted = static_cast<int8_t*>(thread_scratch(ScratchSlot::IqPermutedActivations, static_cast<size_t>(nb) * 256));
-  for (int i = 0; i < nb; ++i) gkq_permute_block(y[i], permuted + 256 * i);
-  const int8_t* yp = permuted;
+  const int8_t* yp = gkq_permuted(y, nb);
   int r = 0;
   for (; r + 2 <= nrows; r += 2) grid_rows_tile<C, S, 2>(n, w + r * row_stride, row_stride, y, yp, out + r);
   if (r < nrows) grid_rows_tile<C, S, 1>(n, w + r * row_stride, row_stride, y, yp, out + r);
