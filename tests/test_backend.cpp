@@ -13,8 +13,10 @@
 #include <utility>
 
 #include "backend/huge_buffer.h"
+#include "backend/system_memory.h"
 #include "backend/thread_pool.h"
 #include "backend/thread_scratch.h"
+#include "model/model.h"
 
 namespace strata {
 namespace {
@@ -146,6 +148,30 @@ TEST(ThreadScratch, AlignedPerSlotPerThreadAndKeptWhileLargeEnough) {
   std::thread t([&] { other = thread_scratch(ScratchSlot::AmxStagedBlocks, 1000); });
   t.join();
   EXPECT_NE(other, big);
+}
+
+TEST(SystemMemory, ReadsMemAvailableInBytesAndNothingElse) {
+  const std::string meminfo = "MemTotal:       24683792 kB\nMemFree:        23301968 kB\nMemAvailable:   24279268 kB\n";
+  EXPECT_EQ(parse_mem_available(meminfo), std::optional<uint64_t>(24279268ull * 1024));
+  EXPECT_EQ(parse_mem_available("MemTotal: 1000 kB\nMemFree: 10 kB\n"), std::nullopt);  // kernels before 3.14
+  EXPECT_EQ(parse_mem_available("MemAvailable: lots\n"), std::nullopt);
+  EXPECT_EQ(parse_mem_available("MemAvailable: 12 MB\n"), std::nullopt);
+  EXPECT_EQ(parse_mem_available(""), std::nullopt);
+  // This host reports it (the tests run on Linux), and it is more than nothing.
+  const auto here = available_memory_bytes();
+  ASSERT_TRUE(here.has_value());
+  EXPECT_GT(*here, 0u);
+}
+
+// The default repack rule grows the i-quant layouts only when the whole copy takes at most half
+// of the available memory, and never when that is unknown.
+TEST(SystemMemory, GrownRepackFitsInHalfTheAvailableMemory) {
+  using model::Model;
+  EXPECT_TRUE(Model::repack_grow_fits(500, 1000));
+  EXPECT_FALSE(Model::repack_grow_fits(501, 1000));
+  EXPECT_FALSE(Model::repack_grow_fits(1, std::nullopt));
+  EXPECT_TRUE(Model::repack_grow_fits(size_t(324) << 20, uint64_t(24) << 30));
+  EXPECT_FALSE(Model::repack_grow_fits(size_t(30) << 30, uint64_t(24) << 30));  // a 70B IQ2_XS grown, on 24 GiB
 }
 
 }  // namespace

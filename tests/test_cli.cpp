@@ -9,6 +9,10 @@
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
+#include "backend/system_memory.h"
+#include "model/model.h"
+#include "quant/formats.h"
+#include "quant/kernels.h"
 #include "test_util.h"
 
 using namespace strata;
@@ -232,26 +236,40 @@ TEST(Cli, ImatrixThenQuantizeWithIt) {
   for (const auto& p : {f32, text, im, q}) std::remove(p.c_str());
 }
 
-// --repack-iq: the lattice i-quants' grown layouts give the file layout's bits, so the same greedy
-// tokens, and bench reports the larger repacked size.
+// --repack-iq / --no-repack-iq: the lattice i-quants' grown layouts give the file layout's bits,
+// so the same greedy tokens, and bench reports the larger repacked size and the bytes grown. The
+// default grows them where the kernel table's file-layout kernel is integer and the copy fits in
+// half the available memory (Model::repack_grow_fits), and gives the same tokens either way.
 TEST(Cli, RepackIqKeepsOutputAndReportsItsMemory) {
-  for (const char* type : {"IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M"}) {
-    const std::string f = std::string("/tmp/strata_cli_repack_") + type + ".gguf";
-    auto r = run("synth --arch llama --preset tiny --type " + std::string(type) + " --vocab-from " +
-                 test::model_path("stories260K") + " -o " + f);
+  for (GgmlType t : {GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S, GgmlType::IQ3_XXS, GgmlType::IQ3_S,
+                     GgmlType::IQ1_S, GgmlType::IQ1_M}) {
+    const std::string type = type_name(t), f = "/tmp/strata_cli_repack_" + type + ".gguf";
+    auto r = run("synth --arch llama --preset tiny --type " + type + " --vocab-from " + test::model_path("stories260K") + " -o " + f);
     ASSERT_EQ(r.code, 0) << r.err;
     const std::string gen = "run -m " + f + " -p \"Once upon a time\" -n 12 --temp 0 --ignore-eos --print-ids -t 2";
-    auto plain = run(gen), grown = run(gen + " --repack-iq");
+    EXPECT_NE(run(gen + " --repack-iq --no-repack-iq").code, 0) << "the two flags exclude each other";
+    auto plain = run(gen + " --no-repack-iq"), grown = run(gen + " --repack-iq"), auto_ = run(gen);
     ASSERT_EQ(plain.code, 0) << plain.err;
     ASSERT_EQ(grown.code, 0) << grown.err;
+    ASSERT_EQ(auto_.code, 0) << auto_.err;
     EXPECT_EQ(last_line(plain.out), last_line(grown.out)) << type;
-    auto bytes = [&](const std::string& extra) {
+    EXPECT_EQ(last_line(plain.out), last_line(auto_.out)) << type;
+    auto bench = [&](const std::string& extra) {
       auto b = run("bench -m " + f + " -p 8 -n 2 -r 1 -t 2 --json" + extra);
       EXPECT_EQ(b.code, 0) << b.err;
-      return nlohmann::json::parse(b.out)["repacked_bytes"].get<double>();
+      return nlohmann::json::parse(b.out);
     };
-    const double without = bytes(""), with = bytes(" --repack-iq");
-    EXPECT_GT(with, without * 1.2) << type;  // the block matrices grow by 25-73 % (IQ1: about twice)
+    const auto without = bench(" --no-repack-iq"), with = bench(" --repack-iq"), by_default = bench("");
+    EXPECT_GT(with["repacked_bytes"].get<double>(), without["repacked_bytes"].get<double>() * 1.2) << type;  // 25-73 % (IQ1: about twice)
+    EXPECT_EQ(without["grown_bytes"].get<double>(), 0) << type;
+    // The grown matrices' copy against their file rows: +25 % (IQ3_S) to +128 % (IQ1_S).
+    const double copy = with["repacked_bytes"].get<double>() - without["repacked_bytes"].get<double>();
+    const double grown_by = with["grown_bytes"].get<double>(), file_rows = copy - grown_by;
+    EXPECT_GT(grown_by, 0.2 * file_rows) << type;
+    EXPECT_LT(grown_by, 1.3 * file_rows) << type;
+    const bool expect_grown = kernels().dotq[static_cast<int>(t)] &&
+                              model::Model::repack_grow_fits(with["repacked_bytes"].get<size_t>(), available_memory_bytes());
+    EXPECT_EQ(by_default["repacked_bytes"], (expect_grown ? with : without)["repacked_bytes"]) << type << " " << kernels().isa;
     std::remove(f.c_str());
   }
 }

@@ -119,7 +119,8 @@ void run_bench(const BenchOptions& o) {
                         {"bandwidth_gbps", bw},
                         {"achieved_gbps", bytes_per_token * ts.median / 1e9},
                         {"bandwidth_fraction", frac},
-                        {"repacked_bytes", m->packed_bytes()}};
+                        {"repacked_bytes", m->packed_bytes()},
+                        {"grown_bytes", m->grown_bytes()}};
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
@@ -132,8 +133,10 @@ void run_bench(const BenchOptions& o) {
               human_bytes(wbytes).c_str(), human_bytes(kv_bytes).c_str());
   std::printf("measured read bandwidth: %.1f GB/s; generation reads %.1f GB/s = %.0f%% of it\n", bw,
               bytes_per_token * ts.median / 1e9, 100 * frac);
-  std::printf("weights repacked at load (8-row layout, held in memory): %s of %s in the file\n",
-              human_bytes(static_cast<double>(m->packed_bytes())).c_str(), human_bytes(static_cast<double>(m->weight_bytes())).c_str());
+  std::printf("weights repacked at load (8-row layout, held in memory): %s of %s in the file", human_bytes(static_cast<double>(m->packed_bytes())).c_str(),
+              human_bytes(static_cast<double>(m->weight_bytes())).c_str());
+  if (m->grown_bytes() > 0) std::printf(", i-quants grown by %s", human_bytes(static_cast<double>(m->grown_bytes())).c_str());
+  std::printf("\n");
 }
 }  // namespace
 

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backend/system_memory.h"
 #include "common.h"
 #include "quant/kernels.h"
 #include "quant/quant.h"
@@ -54,7 +55,11 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
   return m;
 }
 
-void Model::pack_weights(bool grow) {
+bool Model::repack_grow_fits(size_t packed, std::optional<uint64_t> available) {
+  return available && packed <= *available / 2;
+}
+
+void Model::pack_weights(Grow grow) {
   std::vector<ops::Matrix*> mats = {&output};
   for (Layer& L : layers)
     for (ops::Matrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down}) mats.push_back(w);
@@ -65,16 +70,31 @@ void Model::pack_weights(bool grow) {
     ops::Matrix* w;
     int64_t groups;
     size_t stride, offset;
+    bool grows;
   };
   std::vector<Job> jobs;
-  size_t total = 0;
   for (ops::Matrix* w : mats) {
-    if (w->empty() || w->packed || !packable(w->type) || !k.gemm_x8[static_cast<int>(w->type)]) continue;
-    if (packing_grows(w->type) && !grow) continue;
+    const int t = static_cast<int>(w->type);
+    if (w->empty() || w->packed || !packable(w->type) || !k.gemm_x8[t]) continue;
+    const bool grows = packing_grows(w->type);
+    // Auto grows only where the file layout's integer kernel gives the grown layout's bits (the
+    // portable table dequantizes the file layout instead).
+    if (grows && (grow == Grow::Never || (grow == Grow::Auto && !k.dotq[t]))) continue;
     if (w->rows < kPackRows || w->cols % 32 != 0) continue;
-    const Job j{w, w->rows / kPackRows, packed_group_bytes(w->type, w->cols), total};
-    jobs.push_back(j);
-    total += (j.stride * static_cast<size_t>(j.groups) + 63) / 64 * 64;  // each matrix starts on a cache line
+    jobs.push_back(Job{w, w->rows / kPackRows, packed_group_bytes(w->type, w->cols), 0, grows});
+  }
+  auto place = [&] {
+    size_t total = 0;
+    for (Job& j : jobs) {
+      j.offset = total;
+      total += (j.stride * static_cast<size_t>(j.groups) + 63) / 64 * 64;  // each matrix starts on a cache line
+    }
+    return total;
+  };
+  size_t total = place();
+  if (grow == Grow::Auto && !repack_grow_fits(total, available_memory_bytes())) {
+    std::erase_if(jobs, [](const Job& j) { return j.grows; });
+    total = place();
   }
   if (jobs.empty()) return;
   packed_ = HugeBuffer(total);
@@ -92,6 +112,7 @@ void Model::pack_weights(bool grow) {
     // their pages back in).
     file_->release(src.data, static_cast<size_t>(j.groups * kPackRows) * src.row_stride);
     packed_bytes_ += j.stride * static_cast<size_t>(j.groups);
+    if (j.grows) grown_bytes_ += j.stride * static_cast<size_t>(j.groups) - static_cast<size_t>(j.groups * kPackRows) * src.row_stride;
   }
 }
 

@@ -1,7 +1,9 @@
 // A loaded model: hyper-parameters, weights used in place from the GGUF mapping, and the
 // architecture's forward pass. Architectures register in model.cpp (one row each).
 #pragma once
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -77,11 +79,17 @@ struct ArchSpec {
 
 class Model {
  public:
+  // The formats whose 8-row layout is larger than the file (the lattice i-quants, +25 % for
+  // IQ3_S to +73 % for IQ2_XXS, IQ1 about twice; quant/gemm_x8.h): faster generation for more
+  // memory. Auto grows them when the kernel table gives the same bits in both layouts (an integer
+  // file-layout kernel) and the whole repacked copy takes at most half the memory the system
+  // reports available (repack_grow_fits), so the choice never changes the output.
+  enum class Grow { Auto, Always, Never };
   struct LoadOptions {
-    // Also repack the formats whose 8-row layout is larger than the file (the lattice i-quants,
-    // +25 % for IQ3_S to +73 % for IQ2_XXS; quant/gemm_x8.h): faster generation for more memory.
-    bool repack_grow = false;
+    Grow repack_grow = Grow::Auto;
   };
+  // Auto's memory rule: a repacked copy of `packed` bytes against `available` (empty: unknown).
+  static bool repack_grow_fits(size_t packed, std::optional<uint64_t> available);
   static std::unique_ptr<Model> load(const std::string& path, const LoadOptions& options);
   static std::unique_ptr<Model> load(const std::string& path) { return load(path, LoadOptions{}); }
 
@@ -126,16 +134,19 @@ class Model {
 
   // Bytes of weights repacked at load into the 8-row layout (0 with STRATA_REPACK=0).
   size_t packed_bytes() const { return packed_bytes_; }
+  // Of those, the bytes the grown layouts add over their file rows (0 when none were grown).
+  size_t grown_bytes() const { return grown_bytes_; }
 
  private:
   // Copies every projection matrix whose format has a packed kernel into the 8-row layout (the
-  // layouts larger than the file only with grow).
-  void pack_weights(bool grow);
+  // layouts larger than the file as `grow` says).
+  void pack_weights(Grow grow);
 
   std::unique_ptr<gguf::File> file_;
   const ArchSpec* arch_ = nullptr;
   HugeBuffer packed_;  // every repacked matrix, in huge pages
   size_t packed_bytes_ = 0;
+  size_t grown_bytes_ = 0;
 };
 
 const std::vector<const ArchSpec*>& architectures();

@@ -29,7 +29,8 @@
 //   F16, BF16: v[k][r] for each column k; one fused multiply-add chain per output, columns in order
 //
 // The lattice i-quants IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ3_S, and IQ1_S and IQ1_M, have
-// layouts larger than their files (packed only on request, packing_grows): each value is spelled
+// layouts larger than their files (packed when memory allows or on request, packing_grows and
+// Model::LoadOptions::repack_grow): each value is spelled
 // out as a level code and a sign, so 32 values cost one shuffle instead of 4 or 8 grid-table loads.
 //   IQ2 (XXS, XS, S; grid levels 8, 25, 43): BlockIQ2Levelsx8: d[8] (the file's d; values carry
 //         d / 8), sub-scales 2s + 1 sc[sub][r] (16 values each; IQ2_XXS's per-32 scale twice),
