@@ -1,9 +1,11 @@
-// The backend layer: the thread pool's loop splitting, and huge-page buffers for streamed weights.
+// The backend layer: the thread pool's loop splitting, huge-page buffers for streamed weights, per-thread
+// scratch, and what the system reports about memory.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <filesystem>
 #include <mutex>
 #include <vector>
 #include <fstream>
@@ -11,6 +13,8 @@
 #include <string>
 #include <thread>
 #include <utility>
+
+#include <unistd.h>
 
 #include "backend/huge_buffer.h"
 #include "backend/system_memory.h"
@@ -161,6 +165,38 @@ TEST(SystemMemory, ReadsMemAvailableInBytesAndNothingElse) {
   const auto here = available_memory_bytes();
   ASSERT_TRUE(here.has_value());
   EXPECT_GT(*here, 0u);
+}
+
+// A container's memory limit counts: the tightest limit less usage over the process's cgroup and
+// its ancestors, in either cgroup version's files.
+TEST(SystemMemory, CgroupHeadroomIsTheTightestLevel) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / ("strata_cgroup_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  auto put = [&](const fs::path& dir, const char* name, const std::string& text) {
+    fs::create_directories(root / dir);
+    std::ofstream(root / dir / name) << text << "\n";
+  };
+  // v2: no limit at the root and on the group itself, 1000 with 400 used on its parent.
+  put("", "memory.max", "max");
+  put("", "memory.current", "100");
+  put("a", "memory.max", "1000");
+  put("a", "memory.current", "400");
+  put("a/b", "memory.max", "max");
+  put("a/b", "memory.current", "100");
+  EXPECT_EQ(cgroup_headroom("0::/a/b\n", root), std::optional<uint64_t>(600));
+  EXPECT_EQ(cgroup_headroom("0::/\n", root), std::nullopt);  // no level sets a limit
+  // v1: the memory hierarchy, its root "unlimited" (the kernel's largest page multiple), the
+  // group over its limit (no room), named with other controllers.
+  put("memory", "memory.limit_in_bytes", "9223372036854771712");
+  put("memory", "memory.usage_in_bytes", "5");
+  put("memory/x", "memory.limit_in_bytes", "2000");
+  put("memory/x", "memory.usage_in_bytes", "2500");
+  EXPECT_EQ(cgroup_headroom("7:cpu,memory:/x\n0::/\n", root), std::optional<uint64_t>(0));
+  EXPECT_EQ(cgroup_headroom("4:memory:/\n", root), std::optional<uint64_t>(9223372036854771712ull - 5));
+  EXPECT_EQ(cgroup_headroom("3:cpu:/x\n", root), std::nullopt);  // no memory controller
+  EXPECT_EQ(cgroup_headroom("", root), std::nullopt);
+  fs::remove_all(root);
 }
 
 // The default repack rule grows the i-quant layouts only when the whole copy takes at most half
