@@ -2,10 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
@@ -237,16 +239,33 @@ TEST(Cli, ImatrixThenQuantizeWithIt) {
 }
 
 // --repack-iq / --no-repack-iq: the lattice i-quants' grown layouts give the file layout's bits,
-// so the same greedy tokens, and bench reports the larger repacked size and the bytes grown. The
-// default grows them where the kernel table's file-layout kernel is integer and the copy fits in
-// half the available memory (Model::repack_grow_fits), and gives the same tokens either way.
+// so the same greedy tokens, and `run -v` reports the larger repacked size and the bytes grown.
+// The default grows them where the kernel table's file-layout kernel is integer and the copy fits
+// in half the available memory (Model::repack_grow_fits), and gives the same tokens either way.
+// bench's JSON carries the same two figures.
 TEST(Cli, RepackIqKeepsOutputAndReportsItsMemory) {
+  // "(A repacked, i-quants grown by B)" of run -v, in bytes (rounded to 0.01 of their units).
+  auto memory = [](const std::string& err) {
+    const size_t at = err.find(" repacked, i-quants grown by ");
+    EXPECT_NE(at, std::string::npos) << err;
+    auto number = [&](size_t from) {
+      std::istringstream in(err.substr(from));
+      double v = 0;
+      std::string unit;
+      in >> v >> unit;
+      int k = 0;  // B, KiB, MiB, GiB
+      for (const char* u : {"KiB", "MiB", "GiB"})
+        if (unit.rfind(u, 0) == 0) k = u[0] == 'K' ? 1 : u[0] == 'M' ? 2 : 3;
+      return v * std::pow(1024.0, k);
+    };
+    return std::pair<double, double>{number(err.rfind('(', at) + 1), number(at + 29)};
+  };
   for (GgmlType t : {GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S, GgmlType::IQ3_XXS, GgmlType::IQ3_S,
                      GgmlType::IQ1_S, GgmlType::IQ1_M}) {
     const std::string type = type_name(t), f = "/tmp/strata_cli_repack_" + type + ".gguf";
     auto r = run("synth --arch llama --preset tiny --type " + type + " --vocab-from " + test::model_path("stories260K") + " -o " + f);
     ASSERT_EQ(r.code, 0) << r.err;
-    const std::string gen = "run -m " + f + " -p \"Once upon a time\" -n 12 --temp 0 --ignore-eos --print-ids -t 2";
+    const std::string gen = "run -m " + f + " -p \"Once upon a time\" -n 12 --temp 0 --ignore-eos --print-ids -t 2 -v";
     EXPECT_NE(run(gen + " --repack-iq --no-repack-iq").code, 0) << "the two flags exclude each other";
     auto plain = run(gen + " --no-repack-iq"), grown = run(gen + " --repack-iq"), auto_ = run(gen);
     ASSERT_EQ(plain.code, 0) << plain.err;
@@ -254,22 +273,29 @@ TEST(Cli, RepackIqKeepsOutputAndReportsItsMemory) {
     ASSERT_EQ(auto_.code, 0) << auto_.err;
     EXPECT_EQ(last_line(plain.out), last_line(grown.out)) << type;
     EXPECT_EQ(last_line(plain.out), last_line(auto_.out)) << type;
-    auto bench = [&](const std::string& extra) {
-      auto b = run("bench -m " + f + " -p 8 -n 2 -r 1 -t 2 --json" + extra);
-      EXPECT_EQ(b.code, 0) << b.err;
-      return nlohmann::json::parse(b.out);
-    };
-    const auto without = bench(" --no-repack-iq"), with = bench(" --repack-iq"), by_default = bench("");
-    EXPECT_GT(with["repacked_bytes"].get<double>(), without["repacked_bytes"].get<double>() * 1.2) << type;  // 25-73 % (IQ1: about twice)
-    EXPECT_EQ(without["grown_bytes"].get<double>(), 0) << type;
+    const auto [without, none] = memory(plain.err);
+    const auto [with, grown_by] = memory(grown.err);
+    EXPECT_EQ(none, 0) << type;
     // The grown matrices' copy against their file rows: +25 % (IQ3_S) to +128 % (IQ1_S).
-    const double copy = with["repacked_bytes"].get<double>() - without["repacked_bytes"].get<double>();
-    const double grown_by = with["grown_bytes"].get<double>(), file_rows = copy - grown_by;
+    const double file_rows = with - without - grown_by;
     EXPECT_GT(grown_by, 0.2 * file_rows) << type;
     EXPECT_LT(grown_by, 1.3 * file_rows) << type;
     const bool expect_grown = kernels().dotq[static_cast<int>(t)] &&
-                              model::Model::repack_grow_fits(with["repacked_bytes"].get<size_t>(), available_memory_bytes());
-    EXPECT_EQ(by_default["repacked_bytes"], (expect_grown ? with : without)["repacked_bytes"]) << type << " " << kernels().isa;
+                              model::Model::repack_grow_fits(static_cast<size_t>(with), available_memory_bytes());
+    EXPECT_EQ(memory(auto_.err).first, expect_grown ? with : without) << type << " " << kernels().isa;
+    if (t == GgmlType::IQ2_XS) {
+      auto bench = [&](const std::string& extra) {
+        auto b = run("bench -m " + f + " -p 8 -n 2 -r 1 -t 2 --json" + extra);
+        EXPECT_EQ(b.code, 0) << b.err;
+        return nlohmann::json::parse(b.out);
+      };
+      const auto jw = bench(" --repack-iq"), jn = bench(" --no-repack-iq");
+      auto near = [](double v) { return 1e-4 * v + 16; };  // run -v's rounding to 0.01 of its unit
+      EXPECT_EQ(jn["grown_bytes"], 0);
+      EXPECT_NEAR(jw["grown_bytes"].get<double>(), grown_by, near(with));
+      EXPECT_NEAR(jw["repacked_bytes"].get<double>(), with, near(with));
+      EXPECT_NEAR(jn["repacked_bytes"].get<double>(), without, near(with));
+    }
     std::remove(f.c_str());
   }
 }
