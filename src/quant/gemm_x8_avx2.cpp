@@ -21,7 +21,7 @@ void fill_avx2_gemm_x8(KernelTable& t) {
   t.gemm_x8[static_cast<int>(GgmlType::F16)] = Dispatch<KF16>::run;
   t.gemm_x8[static_cast<int>(GgmlType::BF16)] = Dispatch<KBF16>::run;
   t.gemm_x8[static_cast<int>(GgmlType::IQ4_XS)] = Dispatch<KIQ4_XS>::run;
-  // The lattice i-quants' grown layouts (packed only on request, packing_grows); prefill with
+  // The lattice i-quants' grown layouts (packed when memory allows or on request, packing_grows); prefill with
   // more than 4 rows decodes them once per matmul, as the file layout is.
   for (GgmlType iq2 : {GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S}) {
     t.gemm_x8[static_cast<int>(iq2)] = Dispatch<KIQ2>::run;

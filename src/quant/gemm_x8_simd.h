@@ -529,16 +529,28 @@ void decode_packed8_q23(int n, const uint8_t* w, uint8_t* out) {
 }
 
 // The IQ2 formats (XXS, XS, S) in their grown layout: a value's level (0..2) sits in Q2_K's code
-// place, its sign in Q3_K's high bit. Per 32-byte vector of codes: one shuffle gives the unsigned levels (8, 25, 43), and the
-// sign bit, shifted to the top of its byte, goes onto the broadcast activations. Two maddubs
-// results (each pair below 2*43*127) sum exactly in 16 bits before madd applies the rows'
-// sub-scales 2s + 1. The integer totals and float steps are those of the file-layout kernel.
+// place, its sign in Q3_K's high bit. Per 32-byte vector of codes: one shuffle gives the unsigned
+// levels (8, 25, 43) from a table that holds them both at entries 0..3 and at 0, 4, 8, 12, so the
+// codes in bits 0-1 and 2-3 of each byte index it after one and, and those in bits 4-7 after one
+// shift by 4 for both; the sign bit, kept in place by an and, goes past 127 when set through an
+// unsigned saturating add of 127 (the sign source vpsignb reads), and onto the broadcast
+// activations. (Shifting each code and sign bit into place took 1.75 shifts per vector, which Zen 1
+// runs on one pipe: Matvec/IQ2_XS with STRATA_REPACK_IQ=1 MV_KIB=512 MV_COLS=1024, min of 5, five
+// alternated rounds, 0.153-0.158 -> 0.149-0.153 ms; IQ2_XXS 0.169-0.175 -> 0.165-0.173.) Two maddubs results (each pair below 2*43*128) sum exactly in 16 bits before
+// madd applies the rows' sub-scales 2s + 1. The integer totals and float steps are those of the
+// file-layout kernel.
+template <const std::array<int8_t, 16>& kValues>
+inline constexpr std::array<int8_t, 16> kLevelsByPair = [] {
+  std::array<int8_t, 16> t{};
+  for (int i = 0; i < 16; ++i) t[i] = i < 4 ? kValues[i] : i % 4 == 0 ? kValues[i / 4] : int8_t{0};
+  return t;
+}();
 template <const std::array<int8_t, 16>& kValues, int NT>  // kIq2LevelValues, or kIq1LevelValues (IQ1: 1, 7, 9)
 void gemm_iq2_levels(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {
   const auto* b = reinterpret_cast<const BlockIQ2Levelsx8*>(w);
-  const __m128i l128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kValues.data()));
-  const __m256i levels = _mm256_set_m128i(l128, l128);  // entries 0..3: 8, 25, 43, 0 (IQ2)
-  const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+  const __m128i l128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kLevelsByPair<kValues>.data()));
+  const __m256i levels = _mm256_set_m128i(l128, l128);
+  const __m256i m03 = _mm256_set1_epi8(0x03), m0c = _mm256_set1_epi8(0x0C), p127 = _mm256_set1_epi8(127);
   __m256 acc[NT];
   STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int ib = 0; ib < n / 256; ++ib) {
@@ -550,6 +562,7 @@ void gemm_iq2_levels(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
     STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
     STRATA_UNROLL for (int h = 0; h < 2; ++h) STRATA_UNROLL for (int j = 0; j < 4; ++j) {
       const int bit = 4 * h + j;  // the sign's bit in the high-mask bytes
+      const __m256i sign_bit = _mm256_set1_epi8(static_cast<int8_t>(1 << bit));
       STRATA_UNROLL for (int q = 0; q < 2; ++q) {  // sub-block 8h + 2j + q: groups g8 = 4q..4q+3
         const int s = 8 * h + 2 * j + q;
         const __m256i sc = row_bytes_paired<true>(B.sc[s]);
@@ -558,9 +571,9 @@ void gemm_iq2_levels(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
           STRATA_UNROLL for (int k = k2; k < k2 + 2; ++k) {
             const int g8 = 4 * q + k;
             const __m256i v = load256(B.qs + (8 * h + g8) * 32);
-            const __m256i a = _mm256_shuffle_epi8(levels, _mm256_and_si256(j ? _mm256_srli_epi16(v, 2 * j) : v, m3));
-            // 16-bit shift: the top bit of each byte comes from its own byte; or 1: never zero
-            const __m256i sg = _mm256_or_si256(_mm256_slli_epi16(load256(B.hm + g8 * 32), 7 - bit), one);
+            // 16-bit shift: bits 0-3 of each byte come from its own bits 4-7
+            const __m256i a = _mm256_shuffle_epi8(levels, _mm256_and_si256(j >= 2 ? _mm256_srli_epi16(v, 4) : v, j % 2 ? m0c : m03));
+            const __m256i sg = _mm256_adds_epu8(_mm256_and_si256(load256(B.hm + g8 * 32), sign_bit), p127);
             STRATA_UNROLL for (int t = 0; t < NT; ++t) {
               const __m256i p = _mm256_maddubs_epi16(a, _mm256_sign_epi8(bcast4(y[t]->qs + 16 * s + 4 * k), sg));
               s16[t] = k > k2 ? _mm256_add_epi16(s16[t], p) : p;
@@ -679,21 +692,35 @@ void gemm_q6_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8Bl
 }
 
 // IQ4_XS: the nibbles index the 16 IQ4_NL levels (signed, up to 127 in magnitude), so the sign
-// goes onto the activations and each maddubs result (pairs below 2*127*127) is scaled by the
+// goes onto the activations and each maddubs result (pairs below 2*127*128) is scaled by the
 // row's sub-block scale through madd at once. The grown layouts of IQ3_XXS and IQ3_S are the same
-// with their own 16 values (levels and signs) and block factors (d / 4, d).
+// with their own 16 values (levels and signs) and block factors (d / 4, d); their magnitudes stay
+// below 64, so without VNNI a sub-block's two maddubs results (each pair below 2*63*128) sum
+// exactly in 16 bits before one madd (kSum16; Zen 1, Matvec with STRATA_REPACK_IQ=1 MV_KIB=512
+// MV_COLS=1024, medians of 3, four alternated rounds: IQ3_XXS 0.121-0.131 -> 0.110-0.119 ms,
+// IQ3_S 0.110-0.114 -> 0.101-0.111).
+constexpr int max_magnitude(const std::array<int8_t, 16>& v) {
+  int m = 0;
+  for (int8_t x : v) m = std::max(m, x < 0 ? -x : static_cast<int>(x));
+  return m;
+}
 struct IQ4_XSValues {
   using Packed = BlockIQ4_XSx8;
   static const int8_t* values() { return kIq4nlValues; }
+  static constexpr bool kSum16 = false;
 };
 struct IQ3_XXSValues {
   using Packed = BlockIQ3Levelsx8;
   static const int8_t* values() { return kIq3xxsCodeValues.data(); }
   static constexpr float kD = 0.25f;
+  static constexpr bool kSum16 = true;
+  static_assert(2 * 2 * max_magnitude(kIq3xxsCodeValues) * 128 <= 32767);
 };
 struct IQ3_SValues {
   using Packed = BlockIQ3Levelsx8;
   static const int8_t* values() { return kIq3sCodeValues.data(); }
+  static constexpr bool kSum16 = true;
+  static_assert(2 * 2 * max_magnitude(kIq3sCodeValues) * 128 <= 32767);
 };
 template <typename L, int NT>
 void gemm_nibble_values(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {
@@ -745,7 +772,8 @@ void gemm_nibble_values(int n, const uint8_t* w, const uint8_t* xq, size_t xs, c
           const int8_t* x = y[t]->qs + 32 * sub + 4 * g;
           const __m256i p0 = _mm256_maddubs_epi16(a0, _mm256_sign_epi8(bcast4(x), c0));
           const __m256i p1 = _mm256_maddubs_epi16(a1, _mm256_sign_epi8(bcast4(x + 16), c1));
-          isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(p0, scv), _mm256_madd_epi16(p1, scv)));
+          if constexpr (L::kSum16) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_add_epi16(p0, p1), scv));
+          else isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(p0, scv), _mm256_madd_epi16(p1, scv)));
           STRATA_KEEP(isum[t]);
         }
       }
