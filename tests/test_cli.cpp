@@ -283,6 +283,10 @@ TEST(Cli, RepackIqKeepsOutputAndReportsItsMemory) {
     const bool expect_grown = kernels().dotq[static_cast<int>(t)] &&
                               model::Model::repack_grow_fits(static_cast<size_t>(with), available_memory_bytes());
     EXPECT_EQ(memory(auto_.err).first, expect_grown ? with : without) << type << " " << kernels().isa;
+    // info says what run would hold.
+    auto info = run("info -m " + f + " --no-tensors --repack-iq");
+    ASSERT_EQ(info.code, 0) << info.err;
+    EXPECT_EQ(memory(info.out), memory(grown.err)) << type;
     if (t == GgmlType::IQ2_XS) {
       auto bench = [&](const std::string& extra) {
         auto b = run("bench -m " + f + " -p 8 -n 2 -r 1 -t 2 --json" + extra);

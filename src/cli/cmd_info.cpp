@@ -16,6 +16,7 @@ struct InfoOptions {
   int ctx = 4096;
   std::string kv = "f16";
   int kv_resident = 0;
+  model::Model::LoadOptions load;
 };
 
 void run_info(const InfoOptions& o) {
@@ -47,7 +48,7 @@ void run_info(const InfoOptions& o) {
               params ? 8.0 * total / params : 0.0);
 
   try {
-    auto m = model::Model::load(o.model);
+    auto m = model::Model::load(o.model, o.load);
     const auto& hp = m->hparams();
     std::printf("\narchitecture %s: %d layers, n_embd %d, %d heads / %d KV heads, head_dim %d/%d, FFN %d, vocab %d,\n",
                 hp.arch.c_str(), hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, hp.n_ff,
@@ -55,6 +56,11 @@ void run_info(const InfoOptions& o) {
     std::printf("  rope %s over %d dims, base %g; rms eps %g; trained context %d; %s output\n",
                 hp.rope_neox ? "neox" : "normal", hp.n_rot, hp.rope_base, hp.rms_eps, hp.n_ctx_train,
                 hp.tied_output ? "tied" : "separate");
+    // What run and serve would hold with the same options on this machine now (the i-quants'
+    // growth depends on the memory available).
+    std::printf("  weights: %s in the file (%s repacked, i-quants grown by %s, at load)\n",
+                human_bytes(static_cast<double>(m->weight_bytes())).c_str(), human_bytes(static_cast<double>(m->packed_bytes())).c_str(),
+                human_bytes(static_cast<double>(m->grown_bytes())).c_str());
     if (hp.sliding_window > 0) {
       int n_swa = 0;
       for (bool b : hp.layer_swa) n_swa += b;
@@ -93,6 +99,7 @@ void add_info(CLI::App& app) {
   cmd->add_option("--ctx", o->ctx, "Context size for the KV memory estimate")->check(CLI::PositiveNumber);
   cmd->add_option("--kv", o->kv, "KV cache format for the estimate (f16, f32, int8, q4_0, k8v4)");
   cmd->add_option("--kv-resident", o->kv_resident, "Fast-tier cells per layer for the estimate")->check(CLI::NonNegativeNumber);
+  add_load_options(cmd, o->load);
   cmd->callback([o] { run_info(*o); });
 }
 

@@ -32,7 +32,7 @@ void add_kv_options(CLI::App* cmd, KvOptions& o, const std::string& default_form
 // Copies the options into a session's settings (validating the format name).
 void apply_kv_options(const KvOptions& o, strata::engine::SessionOptions& so);
 
-// --repack-iq / --no-repack-iq (run, serve, bench, logits): Model::LoadOptions::repack_grow
+// --repack-iq / --no-repack-iq (run, serve, bench, logits, info): Model::LoadOptions::repack_grow
 // (default auto).
 void add_load_options(CLI::App* cmd, model::Model::LoadOptions& o);
 
