@@ -74,6 +74,11 @@ std::string human_bytes(double b) {
   return buf;
 }
 
+std::string repack_summary(const model::Model& m) {
+  return human_bytes(static_cast<double>(m.packed_bytes())) + " repacked, i-quants grown by " +
+         human_bytes(static_cast<double>(m.grown_bytes()));
+}
+
 void Utf8Stream::write(const std::string& bytes) {
   pending_ += bytes;
   // Find the start of a trailing, incomplete UTF-8 sequence.

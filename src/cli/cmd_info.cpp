@@ -58,9 +58,8 @@ void run_info(const InfoOptions& o) {
                 hp.tied_output ? "tied" : "separate");
     // What run and serve would hold with the same options on this machine now (the i-quants'
     // growth depends on the memory available).
-    std::printf("  weights: %s in the file (%s repacked, i-quants grown by %s, at load)\n",
-                human_bytes(static_cast<double>(m->weight_bytes())).c_str(), human_bytes(static_cast<double>(m->packed_bytes())).c_str(),
-                human_bytes(static_cast<double>(m->grown_bytes())).c_str());
+    std::printf("  weights: %s in the file (%s, at load)\n", human_bytes(static_cast<double>(m->weight_bytes())).c_str(),
+                repack_summary(*m).c_str());
     if (hp.sliding_window > 0) {
       int n_swa = 0;
       for (bool b : hp.layer_swa) n_swa += b;

@@ -84,10 +84,9 @@ void run_generate(const RunOptions& o) {
   engine::Session s(*m, so);
   if (o.verbose) {
     const auto& hp = m->hparams();
-    std::fprintf(stderr, "model: %s, %d layers, %s weights (%s repacked, i-quants grown by %s); %d threads; kernels %s\n",
-                 hp.arch.c_str(), hp.n_layer, human_bytes(static_cast<double>(m->weight_bytes())).c_str(),
-                 human_bytes(static_cast<double>(m->packed_bytes())).c_str(), human_bytes(static_cast<double>(m->grown_bytes())).c_str(),
-                 s.n_threads(), kernels().isa);
+    std::fprintf(stderr, "model: %s, %d layers, %s weights (%s); %d threads; kernels %s\n", hp.arch.c_str(), hp.n_layer,
+                 human_bytes(static_cast<double>(m->weight_bytes())).c_str(), repack_summary(*m).c_str(), s.n_threads(),
+                 kernels().isa);
   }
   if (o.verbose || o.kv.resident > 0) std::fprintf(stderr, "%s\n", s.kv().describe().c_str());
   if (o.chat) return run_chat(o, *m, *tk, s);

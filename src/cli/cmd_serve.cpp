@@ -50,9 +50,8 @@ void run_serve(const ServeOptions& o) {
   sc.max_queue = o.max_queue;
   sc.prefix_cache = o.prefix_cache;
   srv.attach(*m, *tk, sc);
-  std::fprintf(stderr, "strata serve: ready, %d parallel sequences of %d tokens; %s of weights repacked (i-quants grown by %s)\n",
-               o.parallel, o.ctx, human_bytes(static_cast<double>(m->packed_bytes())).c_str(),
-               human_bytes(static_cast<double>(m->grown_bytes())).c_str());
+  std::fprintf(stderr, "strata serve: ready, %d parallel sequences of %d tokens; weights %s\n", o.parallel, o.ctx,
+               repack_summary(*m).c_str());
   std::fflush(stderr);
   srv.wait();
   g_server = nullptr;
