@@ -1,5 +1,6 @@
 #include "model/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -92,7 +93,8 @@ void Model::pack_weights(Grow grow) {
     return total;
   };
   size_t total = place();
-  if (grow == Grow::Auto && !repack_grow_fits(total, available_memory_bytes())) {
+  const bool any_grows = std::any_of(jobs.begin(), jobs.end(), [](const Job& j) { return j.grows; });
+  if (grow == Grow::Auto && any_grows && !repack_grow_fits(total, available_memory_bytes())) {
     std::erase_if(jobs, [](const Job& j) { return j.grows; });
     total = place();
   }
