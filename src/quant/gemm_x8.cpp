@@ -48,8 +48,8 @@ size_t packed_group_bytes(GgmlType t, int64_t cols) {
     case GgmlType::Q5_K: return n / 256 * sizeof(BlockQ5_Kx8);
     case GgmlType::Q6_K: return n / 256 * sizeof(BlockQ6_Kx8);
     case GgmlType::IQ4_XS: return n / 256 * sizeof(BlockIQ4_XSx8);
-    case GgmlType::IQ2_XXS: case GgmlType::IQ2_XS: case GgmlType::IQ2_S: case GgmlType::IQ1_S: case GgmlType::IQ1_M:
-      return n / 256 * sizeof(BlockIQ2Levelsx8);
+    case GgmlType::IQ2_XXS: case GgmlType::IQ2_XS: case GgmlType::IQ2_S: return n / 256 * sizeof(BlockIQ2Levelsx8);
+    case GgmlType::IQ1_S: case GgmlType::IQ1_M: return n / 256 * sizeof(BlockIQ1Codesx8);
     case GgmlType::IQ3_XXS: case GgmlType::IQ3_S: return n / 256 * sizeof(BlockIQ3Levelsx8);
     case GgmlType::F16: case GgmlType::BF16: return n * 8 * sizeof(uint16_t);
     default: throw Error("no packed layout for " + type_name(t));
@@ -147,19 +147,22 @@ inline LatticeValue lattice_value(const BlockIQ2_S& b, int k) {
   return {(iq::kIq2sGridPacked[b.qs[g] | ((b.qh[c] >> (2 * l)) & 3) << 8] >> (2 * (k % 8))) & 3, (b.signs[g] >> (k % 8)) & 1};
 }
 inline int odd_scale16(const BlockIQ2_S& b, int s) { return 2 * ((b.scales[s / 2] >> (4 * (s % 2))) & 15) + 1; }
-// IQ1: value j of an 8-value entry is 8g + delta (the table holds 8g); its level is that of its
-// magnitude (1, 7, 9 -> 0, 1, 2).
-inline LatticeValue iq1_value(uint64_t grid8, bool neg_delta, int j) {
-  const int v = static_cast<int8_t>(grid8 >> (8 * j)) + (neg_delta ? -1 : 1), mag = v < 0 ? -v : v;
-  return {mag == 1 ? 0 : mag == 7 ? 1 : 2, v < 0};
+// IQ1: value k is 8g + delta with g in {-1, 0, 1} from an 8-value grid entry (the table holds 8g)
+// and delta +-1 shared by the values 8k'..8k'+7 (IQ1_M) or by the 32 values (IQ1_S) around it.
+struct Iq1Value {
+  int g;     // -1, 0, 1
+  bool neg;  // delta -1
+};
+inline Iq1Value iq1_value(uint64_t grid8, bool neg_delta, int j) {
+  return {static_cast<int8_t>(grid8 >> (8 * j)) / 8, neg_delta};
 }
-inline LatticeValue lattice_value(const BlockIQ1_S& b, int k) {
+inline Iq1Value iq1_value(const BlockIQ1_S& b, int k) {
   const int c = k / 32, l = (k % 32) / 8;
   const uint16_t h = b.qh[c];
   return iq1_value(iq::tables().iq1s[b.qs[4 * c + l] | ((h >> (3 * l)) & 7) << 8], h & 0x8000, k % 8);
 }
 inline int odd_scale16(const BlockIQ1_S& b, int s) { return 2 * ((b.qh[s / 2] >> 12) & 7) + 1; }
-inline LatticeValue lattice_value(const BlockIQ1_M& b, int k) {
+inline Iq1Value iq1_value(const BlockIQ1_M& b, int k) {
   const int n = k / 8, nib = (b.qh[n / 2] >> (4 * (n % 2))) & 0xF;
   return iq1_value(iq::tables().iq1s[b.qs[n] | (nib & 7) << 8], nib & 8, k % 8);
 }
@@ -204,6 +207,28 @@ void pack_iq2_rows8(const uint8_t* rows, size_t stride, int64_t cols, uint8_t* d
         out[ib].qs[(k / 128) * 256 + at] |= static_cast<uint8_t>(v.level << (2 * ((k % 128) / 32)));
         out[ib].hm[at] |= static_cast<uint8_t>(v.sign << (k / 32));
       }
+    }
+  }
+}
+// IQ1: g + 1 in Q2_K's code places, the deltas as bits of plus[r], the sub-scales as nibbles.
+template <typename Block>
+void pack_iq1_rows8(const uint8_t* rows, size_t stride, int64_t cols, uint8_t* dst) {
+  auto* out = reinterpret_cast<BlockIQ1Codesx8*>(dst);
+  for (int64_t ib = 0; ib < cols / 256; ++ib) {
+    std::memset(out[ib].qs, 0, sizeof out[ib].qs);
+    for (int r = 0; r < 8; ++r) {
+      const auto& b = file_block<Block>(rows, stride, r, ib);
+      out[ib].d[r] = file_d(b);
+      for (int p = 0; p < 8; ++p)
+        out[ib].sc[p][r] = static_cast<uint8_t>(odd_scale16(b, 2 * p) | odd_scale16(b, 2 * p + 1) << 4);
+      uint32_t plus = 0;
+      for (int k = 0; k < 256; ++k) {
+        const Iq1Value v = iq1_value(b, k);
+        const int l = k % 32, at = (l / 4) * 32 + r * 4 + l % 4;
+        out[ib].qs[(k / 128) * 256 + at] |= static_cast<uint8_t>((v.g + 1) << (2 * ((k % 128) / 32)));
+        if (!v.neg) plus |= 1u << (k / 8);
+      }
+      out[ib].plus[r] = plus;
     }
   }
 }
@@ -312,8 +337,8 @@ void pack_rows8(GgmlType t, const uint8_t* rows, size_t stride, int64_t cols, ui
     case GgmlType::IQ2_XXS: return pack_iq2_rows8<BlockIQ2_XXS>(rows, stride, cols, dst);
     case GgmlType::IQ2_XS: return pack_iq2_rows8<BlockIQ2_XS>(rows, stride, cols, dst);
     case GgmlType::IQ2_S: return pack_iq2_rows8<BlockIQ2_S>(rows, stride, cols, dst);
-    case GgmlType::IQ1_S: return pack_iq2_rows8<BlockIQ1_S>(rows, stride, cols, dst);
-    case GgmlType::IQ1_M: return pack_iq2_rows8<BlockIQ1_M>(rows, stride, cols, dst);
+    case GgmlType::IQ1_S: return pack_iq1_rows8<BlockIQ1_S>(rows, stride, cols, dst);
+    case GgmlType::IQ1_M: return pack_iq1_rows8<BlockIQ1_M>(rows, stride, cols, dst);
     case GgmlType::IQ3_XXS: return pack_iq3_rows8<BlockIQ3_XXS>(rows, stride, cols, dst);
     case GgmlType::IQ3_S: return pack_iq3_rows8<BlockIQ3_S>(rows, stride, cols, dst);
     case GgmlType::F16: case GgmlType::BF16: {
@@ -542,7 +567,6 @@ struct SumIQ4_XS {
 // The lattice i-quants: signed values from the codes; the block factors and integer totals of the
 // file-layout kernels (d / 8 for IQ2, d / 4 for IQ3_XXS, d for IQ3_S; sub-scales 2s + 1), so both
 // layouts give the same bits.
-template <const std::array<int8_t, 16>& kValues>  // kIq2LevelValues, kIq1LevelValues
 struct SumIQ2Levels {
   using Packed = BlockIQ2Levelsx8;
   static constexpr Mins kMins = Mins::None;
@@ -550,8 +574,22 @@ struct SumIQ2Levels {
   static int32_t isum(const Packed& b, int r, const BlockQ8_K& y) {
     return scaled_sums<16>(y, [&](int s) { return b.sc[s][r]; }, [&](int k) {
       const int l = k % 32, sign = (b.hm[(l / 4) * 32 + r * 4 + l % 4] >> (k / 32)) & 1;
-      return kValues[code2_x8(b.qs, r, k) | sign << 2];
+      return kIq2LevelValues[code2_x8(b.qs, r, k) | sign << 2];
     });
+  }
+};
+// IQ1: the unsigned codes u = 8 (g + 1) + delta + 1, and the offset of 9 times the sub-scaled
+// 16-value activation sums.
+int iq1_code(const BlockIQ1Codesx8& b, int r, int k) { return 8 * code2_x8(b.qs, r, k) + 2 * ((b.plus[r] >> (k / 8)) & 1); }
+int iq1_scale(const BlockIQ1Codesx8& b, int r, int s) { return (b.sc[s / 2][r] >> (4 * (s % 2))) & 15; }
+struct SumIQ1Codes {
+  using Packed = BlockIQ1Codesx8;
+  static constexpr Mins kMins = Mins::None;
+  static constexpr float kD = 0.125f;
+  static int32_t isum(const Packed& b, int r, const BlockQ8_K& y) {
+    int32_t off = 0;
+    for (int s = 0; s < 16; ++s) off += iq1_scale(b, r, s) * y.bsums[s];
+    return scaled_sums<16>(y, [&](int s) { return iq1_scale(b, r, s); }, [&](int k) { return iq1_code(b, r, k); }) - 9 * off;
   }
 };
 template <const std::array<int8_t, 16>& kValues, int kDivisor>  // values carry d / kDivisor
@@ -608,8 +646,8 @@ void fill_scalar_gemm_x8(KernelTable& t) {
   t.gemm_x8[static_cast<int>(GgmlType::Q6_K)] = gemm_k_scalar<SumQ6_K>;
   t.gemm_x8[static_cast<int>(GgmlType::IQ4_XS)] = gemm_k_scalar<SumIQ4_XS>;
   for (GgmlType iq2 : {GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S})
-    t.gemm_x8[static_cast<int>(iq2)] = gemm_k_scalar<SumIQ2Levels<kIq2LevelValues>>;
-  for (GgmlType iq1 : {GgmlType::IQ1_S, GgmlType::IQ1_M}) t.gemm_x8[static_cast<int>(iq1)] = gemm_k_scalar<SumIQ2Levels<kIq1LevelValues>>;
+    t.gemm_x8[static_cast<int>(iq2)] = gemm_k_scalar<SumIQ2Levels>;
+  for (GgmlType iq1 : {GgmlType::IQ1_S, GgmlType::IQ1_M}) t.gemm_x8[static_cast<int>(iq1)] = gemm_k_scalar<SumIQ1Codes>;
   t.gemm_x8[static_cast<int>(GgmlType::IQ3_XXS)] = gemm_k_scalar<SumIQ3Levels<kIq3xxsCodeValues, 4>>;
   t.gemm_x8[static_cast<int>(GgmlType::IQ3_S)] = gemm_k_scalar<SumIQ3Levels<kIq3sCodeValues, 1>>;
   t.gemm_x8[static_cast<int>(GgmlType::F16)] = gemm_half_scalar<fp16_to_fp32>;

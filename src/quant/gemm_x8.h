@@ -36,8 +36,13 @@
 //         d / 8), sub-scales 2s + 1 sc[sub][r] (16 values each; IQ2_XXS's per-32 scale twice),
 //         qs as Q2_K's with each value's level 0..2, and hm as Q3_K's with each value's sign (set:
 //         negative). 912 bytes per 8 x 256 values (files: IQ2_XXS 528, IQ2_XS 592, IQ2_S 656)
-//   IQ1 (S, M; values 8g + delta, g in {-1, 0, 1}, delta +-1, carrying d / 8): the IQ2 layout with
-//         the magnitudes 1, 7, 9 as levels (files: IQ1_S 400, IQ1_M 448; IQ1_S's per-32 scale twice)
+//   IQ1 (S, M; values 8g + delta, g in {-1, 0, 1}, delta +-1 per 32 values (S) or 8 (M), carrying
+//         d / 8): BlockIQ1Codesx8: d[8], the odd sub-scales 2s + 1 of sub-blocks 2p and 2p + 1 (16
+//         values each; IQ1_S's per-32 scale twice) as the nibbles of sc[p][r], qs as Q2_K's with
+//         each value's g + 1 (0..2), and plus[r] whose bit k is set where values 8k..8k+7 of row r
+//         have delta +1. The kernels multiply the unsigned codes u = 8(g + 1) + delta + 1 (0..18)
+//         and take the offset of 9 off through the activations' 16-value sums, so no sign reaches
+//         the products. 624 bytes per 8 x 256 values (files: IQ1_S 400, IQ1_M 448)
 //   IQ3 (XXS: levels 4, 12, ..., 52, 62, values carry d / 4; S: levels 1, 3, ..., 15, values
 //         carry d): BlockIQ3Levelsx8: d[8], sub-scales 2s + 1 sc[sub][r] (32 values each), qs as
 //         IQ4_XS's with nibbles level | sign << 3. 1104 bytes per 8 x 256 values (files: IQ3_XXS
@@ -72,6 +77,7 @@ struct BlockQ6_Kx8 { uint16_t d[8]; int8_t sc[16][8]; uint8_t ql[1024]; uint8_t 
 struct BlockIQ4_XSx8 { uint16_t d[8]; int8_t sc[8][8]; uint8_t qs[1024]; };
 struct BlockIQ2Levelsx8 { uint16_t d[8]; int8_t sc[16][8]; uint8_t hm[256]; uint8_t qs[512]; };
 struct BlockIQ3Levelsx8 { uint16_t d[8]; int8_t sc[8][8]; uint8_t qs[1024]; };
+struct BlockIQ1Codesx8 { uint16_t d[8]; uint8_t sc[8][8]; uint32_t plus[8]; uint8_t qs[512]; };
 #pragma pack(pop)
 
 // The lookup formats' prefill layout (KernelTable::decode_rows8, decode_packed8): 8 rows decoded
@@ -124,13 +130,12 @@ constexpr std::array<int8_t, 16> signed_codes(const int8_t (&levels)[N], int sig
   }
   return v;
 }
-// The signed values of IQ2 and IQ1 codes level | sign << 2 (0..7), and of IQ3_XXS and IQ3_S nibbles.
-inline constexpr int8_t kIq1Magnitudes[3] = {1, 7, 9};  // |8g + delta|
+// The signed values of IQ2 codes level | sign << 2 (0..7), and of IQ3_XXS and IQ3_S nibbles.
 inline constexpr std::array<int8_t, 16> kIq2LevelValues = signed_codes(iq::kIq2Levels, 2);
-inline constexpr std::array<int8_t, 16> kIq1LevelValues = signed_codes(kIq1Magnitudes, 2);
 inline constexpr std::array<int8_t, 16> kIq3xxsCodeValues = signed_codes(iq::kIq3xxsLevels, 3);
 inline constexpr std::array<int8_t, 16> kIq3sCodeValues = signed_codes(iq::kIq3sLevels, 3);
 static_assert(kIq2LevelValues[2] == 43 && kIq2LevelValues[6] == -43 && kIq2LevelValues[3] == 0 && kIq2LevelValues[9] == 25);
+static_assert(sizeof(BlockIQ1Codesx8) == 624);
 static_assert(kIq3xxsCodeValues[7] == 62 && kIq3xxsCodeValues[8] == -4 && kIq3sCodeValues[15] == -15);
 // Bytes of one packed group of 8 rows of `cols` elements.
 size_t packed_group_bytes(GgmlType t, int64_t cols);

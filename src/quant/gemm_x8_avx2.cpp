@@ -25,15 +25,15 @@ void fill_avx2_gemm_x8(KernelTable& t) {
   // more than 4 rows decodes them once per matmul, as the file layout is.
   for (GgmlType iq2 : {GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S}) {
     t.gemm_x8[static_cast<int>(iq2)] = Dispatch<KIQ2>::run;
-    t.decode_packed8[static_cast<int>(iq2)] = decode_packed8_iq2<kIq2LevelValues>;
+    t.decode_packed8[static_cast<int>(iq2)] = decode_packed8_iq2;
   }
   for (GgmlType iq1 : {GgmlType::IQ1_S, GgmlType::IQ1_M}) {
     t.gemm_x8[static_cast<int>(iq1)] = Dispatch<KIQ1>::run;
-    t.decode_packed8[static_cast<int>(iq1)] = decode_packed8_iq2<kIq1LevelValues>;
+    t.decode_packed8[static_cast<int>(iq1)] = decode_packed8_iq1;
   }
-  t.gemm_x8[static_cast<int>(GgmlType::IQ3_XXS)] = Dispatch<KIQ3_XXS>::run;
+  t.gemm_x8[static_cast<int>(GgmlType::IQ3_XXS)] = Dispatch<KIQ3_XXSOffset>::run;
   t.decode_packed8[static_cast<int>(GgmlType::IQ3_XXS)] = decode_packed8_nibble_values<IQ3_XXSValues>;
-  t.gemm_x8[static_cast<int>(GgmlType::IQ3_S)] = Dispatch<KIQ3_S>::run;
+  t.gemm_x8[static_cast<int>(GgmlType::IQ3_S)] = Dispatch<KIQ3_SOffset>::run;
   t.decode_packed8[static_cast<int>(GgmlType::IQ3_S)] = decode_packed8_nibble_values<IQ3_SValues>;
   // Several groups per call (gemm_x8.h); the scalar table uses the same counts.
   t.gemm_groups[static_cast<int>(GgmlType::F16)] = GroupsDispatch<GF16, 3>::run;

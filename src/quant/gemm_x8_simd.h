@@ -539,16 +539,15 @@ void decode_packed8_q23(int n, const uint8_t* w, uint8_t* out) {
 // alternated rounds, 0.153-0.158 -> 0.149-0.153 ms; IQ2_XXS 0.169-0.175 -> 0.165-0.173.) Two maddubs results (each pair below 2*43*128) sum exactly in 16 bits before
 // madd applies the rows' sub-scales 2s + 1. The integer totals and float steps are those of the
 // file-layout kernel.
-template <const std::array<int8_t, 16>& kValues>
-inline constexpr std::array<int8_t, 16> kLevelsByPair = [] {
+inline constexpr std::array<int8_t, 16> kIq2LevelsByPair = [] {
   std::array<int8_t, 16> t{};
-  for (int i = 0; i < 16; ++i) t[i] = i < 4 ? kValues[i] : i % 4 == 0 ? kValues[i / 4] : int8_t{0};
+  for (int i = 0; i < 16; ++i) t[i] = i < 4 ? kIq2LevelValues[i] : i % 4 == 0 ? kIq2LevelValues[i / 4] : int8_t{0};
   return t;
 }();
-template <const std::array<int8_t, 16>& kValues, int NT>  // kIq2LevelValues, or kIq1LevelValues (IQ1: 1, 7, 9)
+template <int NT>
 void gemm_iq2_levels(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {
   const auto* b = reinterpret_cast<const BlockIQ2Levelsx8*>(w);
-  const __m128i l128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kLevelsByPair<kValues>.data()));
+  const __m128i l128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq2LevelsByPair.data()));
   const __m256i levels = _mm256_set_m128i(l128, l128);
   const __m256i m03 = _mm256_set1_epi8(0x03), m0c = _mm256_set1_epi8(0x0C), p127 = _mm256_set1_epi8(127);
   __m256 acc[NT];
@@ -594,13 +593,12 @@ void gemm_iq2_levels(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
   STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, acc[t]);
 }
 
-// Packed IQ2 (and, below, IQ3) groups as DecodedX8Block (prefill with more than 4 activation rows),
-// the block the file-layout decoder (decode_rows8) makes from the same rows.
-template <const std::array<int8_t, 16>& kValues>
-void decode_packed8_iq2(int n, const uint8_t* w, uint8_t* out) {
+// Packed IQ2 (and, below, IQ1 and IQ3) groups as DecodedX8Block (prefill with more than 4
+// activation rows), the block the file-layout decoder (decode_rows8) makes from the same rows.
+inline void decode_packed8_iq2(int n, const uint8_t* w, uint8_t* out) {
   const auto* b = reinterpret_cast<const BlockIQ2Levelsx8*>(w);
   auto* db = reinterpret_cast<DecodedX8Block*>(out);
-  const __m128i l128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kValues.data()));
+  const __m128i l128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq2LevelValues.data()));
   const __m256i values = _mm256_set_m128i(l128, l128);
   for (int ib = 0; ib < n / 256; ++ib) {
     const BlockIQ2Levelsx8& B = b[ib];
@@ -609,6 +607,112 @@ void decode_packed8_iq2(int n, const uint8_t* w, uint8_t* out) {
     for (int s = 0; s < 16; ++s) _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.sc[s]), row_bytes_paired<true>(B.sc[s]));
     STRATA_UNROLL for (int h = 0; h < 2; ++h) STRATA_UNROLL for (int j = 0; j < 4; ++j) for (int g8 = 0; g8 < 8; ++g8)
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.v[32 * h + 8 * j + g8]), _mm256_shuffle_epi8(values, q23_k_codes(B, h, j, g8)));
+    clear_mins(D);
+  }
+}
+
+// IQ1_S and IQ1_M in their grown layout (BlockIQ1Codesx8): per 32-byte vector of codes, g + 1
+// moved to bits 3-4 by one shift and one and, and the delta's bit, as 0 or 2, or-ed in: the
+// unsigned codes u = 8 (g + 1) + delta + 1 (0..18) go straight into maddubs, with no sign step.
+// The delta bits of the four 8-value groups a sub-block pair spans sit in one byte of each row's
+// plus word; one shuffle copies that byte to the row's four lanes, then an and and one 16-bit
+// shift (the bit stays in its byte) give each group's 0 or 2. A sub-block's four maddubs results
+// (each pair at most 2*18*128) sum exactly in 16 bits before madd applies its sub-scale; the offset
+// of 9 comes off after the block through the sub-scaled 16-value activation sums. The integer
+// totals and float steps are those of the file-layout kernel (values 8g + delta, d / 8).
+template <int NT>
+void gemm_iq1_codes(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {
+  const auto* b = reinterpret_cast<const BlockIQ1Codesx8*>(w);
+  const __m256i m18 = _mm256_set1_epi8(0x18), m0f = _mm256_set1_epi16(0x0F);
+  const __m256i row_byte0 = _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12,  //
+                                             0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12);
+  __m256 acc[NT];
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int ib = 0; ib < n / 256; ++ib) {
+    const BlockIQ1Codesx8& B = b[ib];
+    prefetch_ahead(b + ib);
+    const BlockQ8_K* y[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
+    __m256i isum[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+    const __m256i plus = load256(reinterpret_cast<const uint8_t*>(B.plus));
+    STRATA_UNROLL for (int h = 0; h < 2; ++h) STRATA_UNROLL for (int j = 0; j < 4; ++j) {
+      // Values 128h + 32j + 4 g8 + i (vector g8 of codes bits 2j): 8-value group 16h + 4j + g8 / 2,
+      // whose delta is bit 4 (j % 2) + g8 / 2 of byte 2h + j / 2 of the row's plus word.
+      const __m256i deltas = _mm256_shuffle_epi8(plus, _mm256_add_epi8(row_byte0, _mm256_set1_epi8(static_cast<char>(2 * h + j / 2))));
+      const __m256i scb = row_bytes_paired<false>(B.sc[4 * h + j]);
+      STRATA_UNROLL for (int q = 0; q < 2; ++q) {  // sub-block 8h + 2j + q: groups g8 = 4q..4q+3
+        const int s = 8 * h + 2 * j + q;
+        const __m256i sc = q ? _mm256_srli_epi16(scb, 4) : _mm256_and_si256(scb, m0f);
+        __m256i s16[NT];
+        STRATA_UNROLL for (int k = 0; k < 4; ++k) {
+          const int g8 = 4 * q + k, bit = 4 * (j % 2) + g8 / 2;
+          const __m256i v = load256(B.qs + (8 * h + g8) * 32);
+          const int sh = 3 - 2 * j;  // 16-bit shifts: bits 3-4 of each byte come from its own bits
+          const __m256i c = _mm256_and_si256(sh > 0 ? _mm256_slli_epi16(v, sh) : _mm256_srli_epi16(v, -sh), m18);
+          const __m256i db = _mm256_and_si256(deltas, _mm256_set1_epi8(static_cast<char>(1 << bit)));
+          const __m256i d2 = bit == 0 ? _mm256_add_epi8(db, db) : bit == 1 ? db : _mm256_srli_epi16(db, bit - 1);
+          const __m256i u = _mm256_or_si256(c, d2);
+          STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+            const __m256i p = _mm256_maddubs_epi16(u, bcast4(y[t]->qs + 16 * s + 4 * k));
+            s16[t] = k ? _mm256_add_epi16(s16[t], p) : p;
+            STRATA_KEEP(s16[t]);
+          }
+        }
+        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc));
+          STRATA_KEEP(isum[t]);
+        }
+      }
+    }
+    // The offset: 9 times the sub-scales (pairs 2p, 2p + 1 from the nibbles) times the 16-value sums.
+    __m256i pairs[8];
+    STRATA_UNROLL for (int p = 0; p < 8; ++p) {
+      const __m256i scb = row_bytes_paired<false>(B.sc[p]);
+      pairs[p] = _mm256_blend_epi16(_mm256_and_si256(scb, m0f), _mm256_srli_epi16(scb, 4), 0xAA);
+    }
+    const __m256 dw = _mm256_mul_ps(load_d8(B.d), _mm256_set1_ps(0.125f));
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+      const int16_t* bs = y[t]->bsums;
+      __m256i off = _mm256_setzero_si256();
+      STRATA_UNROLL for (int p = 0; p < 8; ++p)
+        off = _mm256_add_epi32(off, _mm256_madd_epi16(pairs[p], bcast_pair(bs[2 * p], bs[2 * p + 1])));
+      const __m256i total = _mm256_sub_epi32(isum[t], _mm256_add_epi32(_mm256_slli_epi32(off, 3), off));
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(y[t]->d)), _mm256_cvtepi32_ps(total), acc[t]);
+    }
+  }
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, acc[t]);
+}
+
+inline void decode_packed8_iq1(int n, const uint8_t* w, uint8_t* out) {
+  const auto* b = reinterpret_cast<const BlockIQ1Codesx8*>(w);
+  auto* db = reinterpret_cast<DecodedX8Block*>(out);
+  const __m256i m18 = _mm256_set1_epi8(0x18), m0f = _mm256_set1_epi16(0x0F), nine = _mm256_set1_epi8(9);
+  const __m256i row_byte0 = _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12,  //
+                                             0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12);
+  for (int ib = 0; ib < n / 256; ++ib) {
+    const BlockIQ1Codesx8& B = b[ib];
+    DecodedX8Block& D = db[ib];
+    _mm256_storeu_ps(D.d, _mm256_mul_ps(load_d8(B.d), _mm256_set1_ps(0.125f)));
+    for (int p = 0; p < 8; ++p) {
+      const __m256i scb = row_bytes_paired<false>(B.sc[p]);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.sc[2 * p]), _mm256_and_si256(scb, m0f));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.sc[2 * p + 1]), _mm256_srli_epi16(scb, 4));
+    }
+    const __m256i plus = load256(reinterpret_cast<const uint8_t*>(B.plus));
+    STRATA_UNROLL for (int h = 0; h < 2; ++h) STRATA_UNROLL for (int j = 0; j < 4; ++j) {
+      const __m256i deltas = _mm256_shuffle_epi8(plus, _mm256_add_epi8(row_byte0, _mm256_set1_epi8(static_cast<char>(2 * h + j / 2))));
+      for (int g8 = 0; g8 < 8; ++g8) {
+        const __m256i v = load256(B.qs + (8 * h + g8) * 32);
+        const int sh = 3 - 2 * j;
+        const __m256i c = _mm256_and_si256(sh > 0 ? _mm256_slli_epi16(v, sh) : _mm256_srli_epi16(v, -sh), m18);
+        // 8 (g + 1) + (delta + 1) - 9 = 8g + delta
+        const __m256i minus = _mm256_cmpeq_epi8(_mm256_and_si256(deltas, _mm256_set1_epi8(static_cast<char>(1 << (4 * (j % 2) + g8 / 2)))),
+                                                   _mm256_setzero_si256());
+        const __m256i u = _mm256_or_si256(c, _mm256_andnot_si256(minus, _mm256_set1_epi8(2)));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.v[32 * h + 8 * j + g8]), _mm256_sub_epi8(u, nine));
+      }
+    }
     clear_mins(D);
   }
 }
@@ -783,6 +887,84 @@ void gemm_nibble_values(int n, const uint8_t* w, const uint8_t* xq, size_t xs, c
     if constexpr (requires { L::kD; }) dw = _mm256_mul_ps(dw, _mm256_set1_ps(L::kD));  // the file kernel's block factor
     STRATA_UNROLL for (int t = 0; t < NT; ++t)
       acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(y[t]->d)), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+  }
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, acc[t]);
+}
+
+// IQ3_XXS and IQ3_S grown, without VNNI: the table gives each nibble's value divided by kDiv plus
+// kOffset, all positive (IQ3_XXS: its values are even, v / 2 + 32 in 1..63; IQ3_S: v + 16 in
+// 1..31), so the codes go straight into maddubs as its unsigned operand with no sign steps (the
+// signed kernel above takes two per 32 values). kPerSum maddubs results sum exactly in 16 bits
+// before madd applies the sub-scale; the offset comes off after the block through the sub-scaled
+// 32-value activation sums, and kDiv times the result is the file-layout kernel's integer total.
+template <const std::array<int8_t, 16>& kValues, int kDiv, int kOffset>
+constexpr std::array<int8_t, 16> offset_codes() {
+  std::array<int8_t, 16> t{};
+  for (int c = 0; c < 16; ++c) {
+    if (kValues[c] % kDiv != 0 || kValues[c] / kDiv + kOffset < 0) throw "values not divisible or below the offset";
+    t[c] = static_cast<int8_t>(kValues[c] / kDiv + kOffset);
+  }
+  return t;
+}
+template <const std::array<int8_t, 16>& kValues, int Div, int Offset, float D>
+struct Iq3OffsetCodes {
+  static constexpr std::array<int8_t, 16> kCodes = offset_codes<kValues, Div, Offset>();
+  static constexpr int kDiv = Div, kOffset = Offset;
+  static constexpr float kD = D;
+  static constexpr int kPerSum = 32767 / (2 * max_magnitude(kCodes) * 128);
+  static_assert(kPerSum == 2 || kPerSum == 4);
+};
+using IQ3_XXSOffset = Iq3OffsetCodes<kIq3xxsCodeValues, 2, 32, 0.25f>;
+using IQ3_SOffset = Iq3OffsetCodes<kIq3sCodeValues, 1, 16, 1.f>;
+template <typename L, int NT>
+void gemm_iq3_offset(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {
+  const auto* b = reinterpret_cast<const BlockIQ3Levelsx8*>(w);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m128i t128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(L::kCodes.data()));
+  const __m256i codes = _mm256_set_m128i(t128, t128);
+  constexpr int kG = L::kPerSum / 2;  // 32-byte vectors (two maddubs each) per 16-bit sum
+  __m256 acc[NT];
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int ib = 0; ib < n / 256; ++ib) {
+    const BlockIQ3Levelsx8& B = b[ib];
+    prefetch_ahead(b + ib);
+    const BlockQ8_K* y[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
+    __m256i isum[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+    for (int sub = 0; sub < 8; ++sub) {
+      const __m256i scv = scale_pairs_i8(B.sc[sub]);
+      STRATA_UNROLL for (int g0 = 0; g0 < 4; g0 += kG) {
+        __m256i s16[NT];
+        STRATA_UNROLL for (int g = g0; g < g0 + kG; ++g) {
+          const __m256i v = load256(B.qs + sub * 128 + g * 32);
+          const __m256i u0 = _mm256_shuffle_epi8(codes, _mm256_and_si256(v, m4));                         // values 4g..
+          const __m256i u1 = _mm256_shuffle_epi8(codes, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));  // 16+4g..
+          STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+            const int8_t* x = y[t]->qs + 32 * sub + 4 * g;
+            const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(u0, bcast4(x)), _mm256_maddubs_epi16(u1, bcast4(x + 16)));
+            s16[t] = g > g0 ? _mm256_add_epi16(s16[t], p) : p;
+            STRATA_KEEP(s16[t]);
+          }
+        }
+        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], scv));
+          STRATA_KEEP(isum[t]);
+        }
+      }
+    }
+    __m256i pairs[4];
+    STRATA_UNROLL for (int p = 0; p < 4; ++p) pairs[p] = pair_i8(B.sc[2 * p], B.sc[2 * p + 1]);
+    const __m256 dw = _mm256_mul_ps(load_d8(B.d), _mm256_set1_ps(L::kD));
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+      const int16_t* bs = y[t]->bsums;
+      __m256i off = _mm256_setzero_si256();
+      STRATA_UNROLL for (int p = 0; p < 4; ++p)
+        off = _mm256_add_epi32(off, _mm256_madd_epi16(pairs[p], bcast_pair(bs[4 * p] + bs[4 * p + 1], bs[4 * p + 2] + bs[4 * p + 3])));
+      __m256i total = _mm256_sub_epi32(isum[t], _mm256_mullo_epi32(off, _mm256_set1_epi32(L::kOffset)));
+      if constexpr (L::kDiv == 2) total = _mm256_add_epi32(total, total);
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(y[t]->d)), _mm256_cvtepi32_ps(total), acc[t]);
+    }
   }
   STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, acc[t]);
 }
@@ -1066,8 +1248,10 @@ template <int NT> struct KQ6_K { static constexpr auto f = gemm_q6_k<NT>; };
 template <int NT> struct KIQ4_XS { static constexpr auto f = gemm_nibble_values<IQ4_XSValues, NT>; };
 template <int NT> struct KIQ3_XXS { static constexpr auto f = gemm_nibble_values<IQ3_XXSValues, NT>; };
 template <int NT> struct KIQ3_S { static constexpr auto f = gemm_nibble_values<IQ3_SValues, NT>; };
-template <int NT> struct KIQ2 { static constexpr auto f = gemm_iq2_levels<kIq2LevelValues, NT>; };
-template <int NT> struct KIQ1 { static constexpr auto f = gemm_iq2_levels<kIq1LevelValues, NT>; };
+template <int NT> struct KIQ2 { static constexpr auto f = gemm_iq2_levels<NT>; };
+template <int NT> struct KIQ1 { static constexpr auto f = gemm_iq1_codes<NT>; };
+template <int NT> struct KIQ3_XXSOffset { static constexpr auto f = gemm_iq3_offset<IQ3_XXSOffset, NT>; };
+template <int NT> struct KIQ3_SOffset { static constexpr auto f = gemm_iq3_offset<IQ3_SOffset, NT>; };
 
 }  // namespace
 }  // namespace strata
