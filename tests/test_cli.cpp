@@ -276,10 +276,10 @@ TEST(Cli, RepackIqKeepsOutputAndReportsItsMemory) {
     const auto [without, none] = memory(plain.err);
     const auto [with, grown_by] = memory(grown.err);
     EXPECT_EQ(none, 0) << type;
-    // The grown matrices' copy against their file rows: +25 % (IQ3_S) to +73 % (IQ2_XXS).
+    // The grown matrices' copy against their file rows: +25 % (IQ3_S) to +61 % (IQ2_XXS).
     const double file_rows = with - without - grown_by;
     EXPECT_GT(grown_by, 0.2 * file_rows) << type;
-    EXPECT_LT(grown_by, 0.8 * file_rows) << type;
+    EXPECT_LT(grown_by, 0.7 * file_rows) << type;
     const bool expect_grown = kernels().dotq[static_cast<int>(t)] &&
                               model::Model::repack_grow_fits(static_cast<size_t>(with), available_memory_bytes());
     EXPECT_EQ(memory(auto_.err).first, expect_grown ? with : without) << type << " " << kernels().isa;

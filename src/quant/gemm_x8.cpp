@@ -48,7 +48,8 @@ size_t packed_group_bytes(GgmlType t, int64_t cols) {
     case GgmlType::Q5_K: return n / 256 * sizeof(BlockQ5_Kx8);
     case GgmlType::Q6_K: return n / 256 * sizeof(BlockQ6_Kx8);
     case GgmlType::IQ4_XS: return n / 256 * sizeof(BlockIQ4_XSx8);
-    case GgmlType::IQ2_XXS: case GgmlType::IQ2_XS: case GgmlType::IQ2_S: return n / 256 * sizeof(BlockIQ2Levelsx8);
+    case GgmlType::IQ2_XXS: return n / 256 * sizeof(BlockIQ2XXSLevelsx8);
+    case GgmlType::IQ2_XS: case GgmlType::IQ2_S: return n / 256 * sizeof(BlockIQ2Levelsx8);
     case GgmlType::IQ1_S: case GgmlType::IQ1_M: return n / 256 * sizeof(BlockIQ1Codesx8);
     case GgmlType::IQ3_XXS: case GgmlType::IQ3_S: return n / 256 * sizeof(BlockIQ3Levelsx8);
     case GgmlType::F16: case GgmlType::BF16: return n * 8 * sizeof(uint16_t);
@@ -191,16 +192,16 @@ inline LatticeValue lattice_value(const BlockIQ3_S& b, int k) {
 inline int odd_scale32(const BlockIQ3_S& b, int c) { return 2 * ((b.scales[c / 2] >> (4 * (c % 2))) & 15) + 1; }
 
 // IQ2: levels in Q2_K's code places, signs in Q3_K's high-mask places.
-template <typename Block>
+template <typename Block, typename Packed>
 void pack_iq2_rows8(const uint8_t* rows, size_t stride, int64_t cols, uint8_t* dst) {
-  auto* out = reinterpret_cast<BlockIQ2Levelsx8*>(dst);
+  auto* out = reinterpret_cast<Packed*>(dst);
   for (int64_t ib = 0; ib < cols / 256; ++ib) {
     std::memset(out[ib].qs, 0, sizeof out[ib].qs);
     std::memset(out[ib].hm, 0, sizeof out[ib].hm);
     for (int r = 0; r < 8; ++r) {
       const auto& b = file_block<Block>(rows, stride, r, ib);
       out[ib].d[r] = file_d(b);
-      for (int s = 0; s < 16; ++s) out[ib].sc[s][r] = static_cast<int8_t>(odd_scale16(b, s));
+      for (int s = 0; s < 16; ++s) out[ib].sc[iq2_scale_row<Packed>(s)][r] = static_cast<int8_t>(odd_scale16(b, s));
       for (int k = 0; k < 256; ++k) {
         const LatticeValue v = lattice_value(b, k);
         const int l = k % 32, at = (l / 4) * 32 + r * 4 + l % 4;
@@ -334,9 +335,9 @@ void pack_rows8(GgmlType t, const uint8_t* rows, size_t stride, int64_t cols, ui
         }
       return;
     }
-    case GgmlType::IQ2_XXS: return pack_iq2_rows8<BlockIQ2_XXS>(rows, stride, cols, dst);
-    case GgmlType::IQ2_XS: return pack_iq2_rows8<BlockIQ2_XS>(rows, stride, cols, dst);
-    case GgmlType::IQ2_S: return pack_iq2_rows8<BlockIQ2_S>(rows, stride, cols, dst);
+    case GgmlType::IQ2_XXS: return pack_iq2_rows8<BlockIQ2_XXS, BlockIQ2XXSLevelsx8>(rows, stride, cols, dst);
+    case GgmlType::IQ2_XS: return pack_iq2_rows8<BlockIQ2_XS, BlockIQ2Levelsx8>(rows, stride, cols, dst);
+    case GgmlType::IQ2_S: return pack_iq2_rows8<BlockIQ2_S, BlockIQ2Levelsx8>(rows, stride, cols, dst);
     case GgmlType::IQ1_S: return pack_iq1_rows8<BlockIQ1_S>(rows, stride, cols, dst);
     case GgmlType::IQ1_M: return pack_iq1_rows8<BlockIQ1_M>(rows, stride, cols, dst);
     case GgmlType::IQ3_XXS: return pack_iq3_rows8<BlockIQ3_XXS>(rows, stride, cols, dst);
@@ -567,12 +568,13 @@ struct SumIQ4_XS {
 // The lattice i-quants: signed values from the codes; the block factors and integer totals of the
 // file-layout kernels (d / 8 for IQ2, d / 4 for IQ3_XXS, d for IQ3_S; sub-scales 2s + 1), so both
 // layouts give the same bits.
+template <typename P>  // BlockIQ2Levelsx8, BlockIQ2XXSLevelsx8
 struct SumIQ2Levels {
-  using Packed = BlockIQ2Levelsx8;
+  using Packed = P;
   static constexpr Mins kMins = Mins::None;
   static constexpr float kD = 0.125f;
   static int32_t isum(const Packed& b, int r, const BlockQ8_K& y) {
-    return scaled_sums<16>(y, [&](int s) { return b.sc[s][r]; }, [&](int k) {
+    return scaled_sums<16>(y, [&](int s) { return b.sc[iq2_scale_row<P>(s)][r]; }, [&](int k) {
       const int l = k % 32, sign = (b.hm[(l / 4) * 32 + r * 4 + l % 4] >> (k / 32)) & 1;
       return kIq2LevelValues[code2_x8(b.qs, r, k) | sign << 2];
     });
@@ -645,8 +647,8 @@ void fill_scalar_gemm_x8(KernelTable& t) {
   t.gemm_x8[static_cast<int>(GgmlType::Q5_K)] = gemm_k_scalar<SumQ45_K<BlockQ5_Kx8>>;
   t.gemm_x8[static_cast<int>(GgmlType::Q6_K)] = gemm_k_scalar<SumQ6_K>;
   t.gemm_x8[static_cast<int>(GgmlType::IQ4_XS)] = gemm_k_scalar<SumIQ4_XS>;
-  for (GgmlType iq2 : {GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S})
-    t.gemm_x8[static_cast<int>(iq2)] = gemm_k_scalar<SumIQ2Levels>;
+  t.gemm_x8[static_cast<int>(GgmlType::IQ2_XXS)] = gemm_k_scalar<SumIQ2Levels<BlockIQ2XXSLevelsx8>>;
+  for (GgmlType iq2 : {GgmlType::IQ2_XS, GgmlType::IQ2_S}) t.gemm_x8[static_cast<int>(iq2)] = gemm_k_scalar<SumIQ2Levels<BlockIQ2Levelsx8>>;
   for (GgmlType iq1 : {GgmlType::IQ1_S, GgmlType::IQ1_M}) t.gemm_x8[static_cast<int>(iq1)] = gemm_k_scalar<SumIQ1Codes>;
   t.gemm_x8[static_cast<int>(GgmlType::IQ3_XXS)] = gemm_k_scalar<SumIQ3Levels<kIq3xxsCodeValues, 4>>;
   t.gemm_x8[static_cast<int>(GgmlType::IQ3_S)] = gemm_k_scalar<SumIQ3Levels<kIq3sCodeValues, 1>>;

@@ -32,10 +32,11 @@
 // layouts larger than their files (packed when memory allows or on request, packing_grows and
 // Model::LoadOptions::repack_grow): each value is spelled
 // out as a level code and a sign, so 32 values cost one shuffle instead of 4 or 8 grid-table loads.
-//   IQ2 (XXS, XS, S; grid levels 8, 25, 43): BlockIQ2Levelsx8: d[8] (the file's d; values carry
-//         d / 8), sub-scales 2s + 1 sc[sub][r] (16 values each; IQ2_XXS's per-32 scale twice),
-//         qs as Q2_K's with each value's level 0..2, and hm as Q3_K's with each value's sign (set:
-//         negative). 912 bytes per 8 x 256 values (files: IQ2_XXS 528, IQ2_XS 592, IQ2_S 656)
+//   IQ2 (XS, S; grid levels 8, 25, 43): BlockIQ2Levelsx8: d[8] (the file's d; values carry
+//         d / 8), sub-scales 2s + 1 sc[sub][r] (16 values each), qs as Q2_K's with each value's
+//         level 0..2, and hm as Q3_K's with each value's sign (set: negative). 912 bytes per
+//         8 x 256 values (files: IQ2_XS 592, IQ2_S 656). IQ2_XXS: BlockIQ2XXSLevelsx8, the same
+//         with one sub-scale per 32 values, 848 bytes (file: 528)
 //   IQ1 (S, M; values 8g + delta, g in {-1, 0, 1}, delta +-1 per 32 values (S) or 8 (M), carrying
 //         d / 8): BlockIQ1Codesx8: d[8], the odd sub-scales 2s + 1 of sub-blocks 2p and 2p + 1 (16
 //         values each; IQ1_S's per-32 scale twice) as the nibbles of sc[p][r], qs as Q2_K's with
@@ -76,6 +77,7 @@ struct BlockTQ2_0x8 { uint16_t d[8]; uint8_t qs[512]; };
 struct BlockQ6_Kx8 { uint16_t d[8]; int8_t sc[16][8]; uint8_t ql[1024]; uint8_t qh[512]; };
 struct BlockIQ4_XSx8 { uint16_t d[8]; int8_t sc[8][8]; uint8_t qs[1024]; };
 struct BlockIQ2Levelsx8 { uint16_t d[8]; int8_t sc[16][8]; uint8_t hm[256]; uint8_t qs[512]; };
+struct BlockIQ2XXSLevelsx8 { uint16_t d[8]; int8_t sc[8][8]; uint8_t hm[256]; uint8_t qs[512]; };
 struct BlockIQ3Levelsx8 { uint16_t d[8]; int8_t sc[8][8]; uint8_t qs[1024]; };
 struct BlockIQ1Codesx8 { uint16_t d[8]; uint8_t sc[8][8]; uint32_t plus[8]; uint8_t qs[512]; };
 #pragma pack(pop)
@@ -135,8 +137,12 @@ inline constexpr std::array<int8_t, 16> kIq2LevelValues = signed_codes(iq::kIq2L
 inline constexpr std::array<int8_t, 16> kIq3xxsCodeValues = signed_codes(iq::kIq3xxsLevels, 3);
 inline constexpr std::array<int8_t, 16> kIq3sCodeValues = signed_codes(iq::kIq3sLevels, 3);
 static_assert(kIq2LevelValues[2] == 43 && kIq2LevelValues[6] == -43 && kIq2LevelValues[3] == 0 && kIq2LevelValues[9] == 25);
-static_assert(sizeof(BlockIQ1Codesx8) == 624);
+static_assert(sizeof(BlockIQ1Codesx8) == 624 && sizeof(BlockIQ2XXSLevelsx8) == 848);
 static_assert(kIq3xxsCodeValues[7] == 62 && kIq3xxsCodeValues[8] == -4 && kIq3sCodeValues[15] == -15);
+// Sub-block s (16 values) of an IQ2 grown block takes scale row iq2_scale_row<Packed>(s): IQ2_XXS
+// keeps one per 32 values.
+template <typename Packed>
+constexpr int iq2_scale_row(int s) { return s / (16 / static_cast<int>(sizeof(Packed::sc) / sizeof(Packed::sc[0]))); }
 // Bytes of one packed group of 8 rows of `cols` elements.
 size_t packed_group_bytes(GgmlType t, int64_t cols);
 // Packs 8 consecutive file rows (row_stride bytes apart) into dst (packed_group_bytes).

@@ -23,9 +23,11 @@ void fill_avx2_gemm_x8(KernelTable& t) {
   t.gemm_x8[static_cast<int>(GgmlType::IQ4_XS)] = Dispatch<KIQ4_XS>::run;
   // The lattice i-quants' grown layouts (packed when memory allows or on request, packing_grows); prefill with
   // more than 4 rows decodes them once per matmul, as the file layout is.
-  for (GgmlType iq2 : {GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S}) {
+  t.gemm_x8[static_cast<int>(GgmlType::IQ2_XXS)] = Dispatch<KIQ2_XXS>::run;
+  t.decode_packed8[static_cast<int>(GgmlType::IQ2_XXS)] = decode_packed8_iq2<BlockIQ2XXSLevelsx8>;
+  for (GgmlType iq2 : {GgmlType::IQ2_XS, GgmlType::IQ2_S}) {
     t.gemm_x8[static_cast<int>(iq2)] = Dispatch<KIQ2>::run;
-    t.decode_packed8[static_cast<int>(iq2)] = decode_packed8_iq2;
+    t.decode_packed8[static_cast<int>(iq2)] = decode_packed8_iq2<BlockIQ2Levelsx8>;
   }
   for (GgmlType iq1 : {GgmlType::IQ1_S, GgmlType::IQ1_M}) {
     t.gemm_x8[static_cast<int>(iq1)] = Dispatch<KIQ1>::run;

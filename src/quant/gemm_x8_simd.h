@@ -544,16 +544,16 @@ inline constexpr std::array<int8_t, 16> kIq2LevelsByPair = [] {
   for (int i = 0; i < 16; ++i) t[i] = i < 4 ? kIq2LevelValues[i] : i % 4 == 0 ? kIq2LevelValues[i / 4] : int8_t{0};
   return t;
 }();
-template <int NT>
+template <typename Packed, int NT>  // BlockIQ2Levelsx8, BlockIQ2XXSLevelsx8
 void gemm_iq2_levels(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {
-  const auto* b = reinterpret_cast<const BlockIQ2Levelsx8*>(w);
+  const auto* b = reinterpret_cast<const Packed*>(w);
   const __m128i l128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq2LevelsByPair.data()));
   const __m256i levels = _mm256_set_m128i(l128, l128);
   const __m256i m03 = _mm256_set1_epi8(0x03), m0c = _mm256_set1_epi8(0x0C), p127 = _mm256_set1_epi8(127);
   __m256 acc[NT];
   STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int ib = 0; ib < n / 256; ++ib) {
-    const BlockIQ2Levelsx8& B = b[ib];
+    const Packed& B = b[ib];
     prefetch_ahead(b + ib);
     const BlockQ8_K* y[NT];
     STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
@@ -564,7 +564,7 @@ void gemm_iq2_levels(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
       const __m256i sign_bit = _mm256_set1_epi8(static_cast<int8_t>(1 << bit));
       STRATA_UNROLL for (int q = 0; q < 2; ++q) {  // sub-block 8h + 2j + q: groups g8 = 4q..4q+3
         const int s = 8 * h + 2 * j + q;
-        const __m256i sc = row_bytes_paired<true>(B.sc[s]);
+        const __m256i sc = row_bytes_paired<true>(B.sc[iq2_scale_row<Packed>(s)]);
         STRATA_UNROLL for (int k2 = 0; k2 < 4; k2 += 2) {
           __m256i s16[NT];
           STRATA_UNROLL for (int k = k2; k < k2 + 2; ++k) {
@@ -595,16 +595,18 @@ void gemm_iq2_levels(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
 
 // Packed IQ2 (and, below, IQ1 and IQ3) groups as DecodedX8Block (prefill with more than 4
 // activation rows), the block the file-layout decoder (decode_rows8) makes from the same rows.
-inline void decode_packed8_iq2(int n, const uint8_t* w, uint8_t* out) {
-  const auto* b = reinterpret_cast<const BlockIQ2Levelsx8*>(w);
+template <typename Packed>
+void decode_packed8_iq2(int n, const uint8_t* w, uint8_t* out) {
+  const auto* b = reinterpret_cast<const Packed*>(w);
   auto* db = reinterpret_cast<DecodedX8Block*>(out);
   const __m128i l128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq2LevelValues.data()));
   const __m256i values = _mm256_set_m128i(l128, l128);
   for (int ib = 0; ib < n / 256; ++ib) {
-    const BlockIQ2Levelsx8& B = b[ib];
+    const Packed& B = b[ib];
     DecodedX8Block& D = db[ib];
     _mm256_storeu_ps(D.d, _mm256_mul_ps(load_d8(B.d), _mm256_set1_ps(0.125f)));
-    for (int s = 0; s < 16; ++s) _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.sc[s]), row_bytes_paired<true>(B.sc[s]));
+    for (int s = 0; s < 16; ++s)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.sc[s]), row_bytes_paired<true>(B.sc[iq2_scale_row<Packed>(s)]));
     STRATA_UNROLL for (int h = 0; h < 2; ++h) STRATA_UNROLL for (int j = 0; j < 4; ++j) for (int g8 = 0; g8 < 8; ++g8)
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.v[32 * h + 8 * j + g8]), _mm256_shuffle_epi8(values, q23_k_codes(B, h, j, g8)));
     clear_mins(D);
@@ -1248,7 +1250,8 @@ template <int NT> struct KQ6_K { static constexpr auto f = gemm_q6_k<NT>; };
 template <int NT> struct KIQ4_XS { static constexpr auto f = gemm_nibble_values<IQ4_XSValues, NT>; };
 template <int NT> struct KIQ3_XXS { static constexpr auto f = gemm_nibble_values<IQ3_XXSValues, NT>; };
 template <int NT> struct KIQ3_S { static constexpr auto f = gemm_nibble_values<IQ3_SValues, NT>; };
-template <int NT> struct KIQ2 { static constexpr auto f = gemm_iq2_levels<NT>; };
+template <int NT> struct KIQ2 { static constexpr auto f = gemm_iq2_levels<BlockIQ2Levelsx8, NT>; };
+template <int NT> struct KIQ2_XXS { static constexpr auto f = gemm_iq2_levels<BlockIQ2XXSLevelsx8, NT>; };
 template <int NT> struct KIQ1 { static constexpr auto f = gemm_iq1_codes<NT>; };
 template <int NT> struct KIQ3_XXSOffset { static constexpr auto f = gemm_iq3_offset<IQ3_XXSOffset, NT>; };
 template <int NT> struct KIQ3_SOffset { static constexpr auto f = gemm_iq3_offset<IQ3_SOffset, NT>; };
