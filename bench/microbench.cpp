@@ -129,6 +129,21 @@ void BM_Matvec(benchmark::State& state, GgmlType t) {
   state.SetItemsProcessed(state.iterations() * rows * cols);
 }
 
+// Load time: 64 rows of 1024 values (a 0.6B model's row width) packed 8 at a time, as the model
+// loader does for every packable matrix (the lattice i-quants' grown layouts included); items are
+// values packed.
+void BM_Pack(benchmark::State& state, GgmlType t) {
+  const int64_t cols = 1024, rows = 64;
+  auto w = make_rows(t, cols, rows, 5);
+  const size_t g = packed_group_bytes(t, cols);
+  std::vector<uint8_t> p(g * rows / 8);
+  for (auto _ : state) {
+    for (int64_t i = 0; i < rows / 8; ++i) pack_rows8(t, w.data() + row_bytes(t, cols) * 8 * i, row_bytes(t, cols), cols, p.data() + g * i);
+    benchmark::DoNotOptimize(p.data());
+  }
+  state.SetItemsProcessed(state.iterations() * rows * cols);
+}
+
 // Prefill shape: a 896 x 4864 matrix (the FFN down projection of a 0.5B model) times 128
 // activation rows on one thread; items are multiply-adds, so items/s is the GEMM's MAC rate.
 void BM_Matmul(benchmark::State& state, GgmlType t) {
@@ -327,6 +342,7 @@ const bool kRegistered = [] {
     if (type_info(t).block_size == 32 || type_info(t).block_size == 256 || t == GgmlType::F16)
       benchmark::RegisterBenchmark(("Matmul/" + type_name(t)).c_str(), BM_Matmul, t)->Unit(benchmark::kMillisecond);
     const int ti = static_cast<int>(t);
+    if (packable(t)) benchmark::RegisterBenchmark(("Pack/" + type_name(t)).c_str(), BM_Pack, t)->Unit(benchmark::kMicrosecond);
     if (kernels().gemm_decoded_bands[ti] && (kernels().decode_rows8[ti] || kernels().decode_packed8[ti]))
       benchmark::RegisterBenchmark(("TokenBands/" + type_name(t)).c_str(), BM_TokenBands, t);
     if (kernels().gemm_amx_decoded[ti] && (kernels().decode_rows8[ti] || kernels().decode_packed8[ti]))
