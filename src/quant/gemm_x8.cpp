@@ -241,75 +241,69 @@ void put_bits8(const uint8_t* bit, int r, uint8_t* hm) {
   }
 }
 
-// IQ2: levels in Q2_K's code places, signs in Q3_K's high-mask places.
-template <typename Block, typename Packed>
-void pack_iq2_rows8(const uint8_t* rows, size_t stride, int64_t cols, uint8_t* dst) {
+// Calls pack(x8 block, r, file block of row r, tables) for every row of every block column.
+template <typename Block, typename Packed, typename F>
+void pack_grown_rows8(const uint8_t* rows, size_t stride, int64_t cols, uint8_t* dst, F pack) {
   const iq::Tables& T = iq::tables();  // once: the accessor is an out-of-line call
   auto* out = reinterpret_cast<Packed*>(dst);
   for (int64_t ib = 0; ib < cols / 256; ++ib)
-    for (int r = 0; r < 8; ++r) {
-      const auto& b = file_block<Block>(rows, stride, r, ib);
-      uint8_t level[256], sign[256];
-      for (int g = 0; g < 32; ++g) {
-        const Lattice8 e = lattice8(b, g, T);
-        const uint64_t lv = spread2(e.levels), sg = spread_bits(e.signs);
-        std::memcpy(level + 8 * g, &lv, 8);
-        std::memcpy(sign + 8 * g, &sg, 8);
-      }
-      out[ib].d[r] = file_d(b);
-      for (int s = 0; s < 16; ++s) out[ib].sc[iq2_scale_row<Packed>(s)][r] = static_cast<int8_t>(odd_scale16(b, s));
-      put_codes2(level, r, out[ib].qs);
-      put_bits8(sign, r, out[ib].hm);
+    for (int r = 0; r < 8; ++r) pack(out[ib], r, file_block<Block>(rows, stride, r, ib), T);
+}
+// IQ2: levels in Q2_K's code places, signs in Q3_K's high-mask places.
+template <typename Block, typename Packed>
+void pack_iq2_rows8(const uint8_t* rows, size_t stride, int64_t cols, uint8_t* dst) {
+  pack_grown_rows8<Block, Packed>(rows, stride, cols, dst, [](Packed& o, int r, const Block& b, const iq::Tables& T) {
+    uint8_t level[256], sign[256];
+    for (int g = 0; g < 32; ++g) {
+      const Lattice8 e = lattice8(b, g, T);
+      const uint64_t lv = spread2(e.levels), sg = spread_bits(e.signs);
+      std::memcpy(level + 8 * g, &lv, 8);
+      std::memcpy(sign + 8 * g, &sg, 8);
     }
+    o.d[r] = file_d(b);
+    for (int s = 0; s < 16; ++s) o.sc[iq2_scale_row<Packed>(s)][r] = static_cast<int8_t>(odd_scale16(b, s));
+    put_codes2(level, r, o.qs);
+    put_bits8(sign, r, o.hm);
+  });
 }
 // IQ1: g + 1 in Q2_K's code places, the deltas as bits of plus[r], the sub-scales as nibbles.
 template <typename Block>
 void pack_iq1_rows8(const uint8_t* rows, size_t stride, int64_t cols, uint8_t* dst) {
-  const iq::Tables& T = iq::tables();  // once: the accessor is an out-of-line call
-  auto* out = reinterpret_cast<BlockIQ1Codesx8*>(dst);
-  for (int64_t ib = 0; ib < cols / 256; ++ib)
-    for (int r = 0; r < 8; ++r) {
-      const auto& b = file_block<Block>(rows, stride, r, ib);
-      uint8_t code[256];
-      uint32_t plus = 0;
-      for (int g = 0; g < 32; ++g) {
-        const Iq1Group e = iq1_group(b, g, T);
-        // grid + 1 per byte from 8 grid (0xF8, 0, 8): 1 + bit 3 - 2 * bit 7, never below 0 in a byte
-        const uint64_t ones = 0x0101010101010101ull;
-        const uint64_t c = ones + ((e.grid8 >> 3) & ones) - (((e.grid8 >> 7) & ones) << 1);
-        std::memcpy(code + 8 * g, &c, 8);
-        if (!e.neg) plus |= 1u << g;
-      }
-      out[ib].d[r] = file_d(b);
-      for (int p = 0; p < 8; ++p)
-        out[ib].sc[p][r] = static_cast<uint8_t>(odd_scale16(b, 2 * p) | odd_scale16(b, 2 * p + 1) << 4);
-      put_codes2(code, r, out[ib].qs);
-      out[ib].plus[r] = plus;
+  pack_grown_rows8<Block, BlockIQ1Codesx8>(rows, stride, cols, dst, [](BlockIQ1Codesx8& o, int r, const Block& b, const iq::Tables& T) {
+    uint8_t code[256];
+    uint32_t plus = 0;
+    for (int g = 0; g < 32; ++g) {
+      const Iq1Group e = iq1_group(b, g, T);
+      // grid + 1 per byte from 8 grid (0xF8, 0, 8): 1 + bit 3 - 2 * bit 7, never below 0 in a byte
+      const uint64_t ones = 0x0101010101010101ull;
+      const uint64_t c = ones + ((e.grid8 >> 3) & ones) - (((e.grid8 >> 7) & ones) << 1);
+      std::memcpy(code + 8 * g, &c, 8);
+      if (!e.neg) plus |= 1u << g;
     }
+    o.d[r] = file_d(b);
+    for (int p = 0; p < 8; ++p) o.sc[p][r] = static_cast<uint8_t>(odd_scale16(b, 2 * p) | odd_scale16(b, 2 * p + 1) << 4);
+    put_codes2(code, r, o.qs);
+    o.plus[r] = plus;
+  });
 }
 // IQ3: nibbles level | sign << 3 in IQ4_XS's places.
 template <typename Block>
 void pack_iq3_rows8(const uint8_t* rows, size_t stride, int64_t cols, uint8_t* dst) {
-  const iq::Tables& T = iq::tables();  // once: the accessor is an out-of-line call
-  auto* out = reinterpret_cast<BlockIQ3Levelsx8*>(dst);
-  for (int64_t ib = 0; ib < cols / 256; ++ib)
-    for (int r = 0; r < 8; ++r) {
-      const auto& b = file_block<Block>(rows, stride, r, ib);
-      uint8_t code[256];
-      for (int g = 0; g < 32; ++g) {
-        const Lattice8 e = lattice8(b, g, T);
-        const uint64_t c = (spread4(e.levels) & 0x0707070707070707ull) | spread_bits(e.signs) << 3;
-        std::memcpy(code + 8 * g, &c, 8);
-      }
-      out[ib].d[r] = b.d;
-      for (int c = 0; c < 8; ++c) out[ib].sc[c][r] = static_cast<int8_t>(odd_scale32(b, c));
-      for (int sub = 0; sub < 8; ++sub)  // bytes 4q..4q+3 of the sub-block's low / high 16 at sub * 128 + q * 32 + 4r
-        for (int q = 0; q < 2; ++q) {
-          const uint8_t* c = code + 32 * sub + 8 * q;
-          store8_split(load8(c) | load8(c + 16) << 4, out[ib].qs + sub * 128 + (2 * q) * 32 + r * 4,
-                       out[ib].qs + sub * 128 + (2 * q + 1) * 32 + r * 4);
-        }
+  pack_grown_rows8<Block, BlockIQ3Levelsx8>(rows, stride, cols, dst, [](BlockIQ3Levelsx8& o, int r, const Block& b, const iq::Tables& T) {
+    uint8_t code[256];
+    for (int g = 0; g < 32; ++g) {
+      const Lattice8 e = lattice8(b, g, T);
+      const uint64_t c = (spread4(e.levels) & 0x0707070707070707ull) | spread_bits(e.signs) << 3;
+      std::memcpy(code + 8 * g, &c, 8);
     }
+    o.d[r] = b.d;
+    for (int c = 0; c < 8; ++c) o.sc[c][r] = static_cast<int8_t>(odd_scale32(b, c));
+    for (int sub = 0; sub < 8; ++sub)  // bytes 4q..4q+3 of the sub-block's low / high 16 at sub * 128 + q * 32 + 4r
+      for (int q = 0; q < 2; ++q) {
+        const uint8_t* c = code + 32 * sub + 8 * q;
+        store8_split(load8(c) | load8(c + 16) << 4, o.qs + sub * 128 + (2 * q) * 32 + r * 4, o.qs + sub * 128 + (2 * q + 1) * 32 + r * 4);
+      }
+  });
 }
 
 }  // namespace
