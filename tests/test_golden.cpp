@@ -9,8 +9,10 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <nlohmann/json.hpp>
 
+#include "backend/system_memory.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
 #include "quant/kernels.h"
@@ -191,7 +193,7 @@ class GoldenQuant : public ::testing::TestWithParam<QuantCase> {};
 
 TEST_P(GoldenQuant, KlAndTop1WithinBounds) {
   // The file layout of every format (the grown i-quant layouts: GoldenQuantGrown).
-  auto m = model::Model::load(test::model_path(GetParam().model), {.repack_grow = model::Model::Grow::Never});
+  auto m = model::Model::load(test::model_path(GetParam().model), {.repack_grow = model::Model::Grow::Never, .reserve = {}});
   Oracle o = load_oracle(GetParam().model, "p3_story200");
   Comparison c = compare(o, run_logits(*m, o.ids));
   EXPECT_LT(c.mean_kl, GetParam().max_kl);
@@ -204,8 +206,8 @@ TEST_P(GoldenQuant, KlAndTop1WithinBounds) {
 // instead) they give its logits bit for bit on the whole models.
 TEST(GoldenQuantGrown, IqLayoutsGiveTheFileLayoutLogits) {
   for (const char* name : {"tiny-llama-IQ2_XS", "tiny-qwen3-IQ2_XS", "tiny-llama-IQ3_XXS", "tiny-qwen3-IQ3_XXS"}) {
-    auto plain = model::Model::load(test::model_path(name), {.repack_grow = model::Model::Grow::Never});
-    auto grown = model::Model::load(test::model_path(name), {.repack_grow = model::Model::Grow::Always});
+    auto plain = model::Model::load(test::model_path(name), {.repack_grow = model::Model::Grow::Never, .reserve = {}});
+    auto grown = model::Model::load(test::model_path(name), {.repack_grow = model::Model::Grow::Always, .reserve = {}});
     EXPECT_GT(grown->packed_bytes(), plain->packed_bytes()) << name;
     Oracle o = load_oracle(name, "p3_story200");
     const std::vector<float> a = run_logits(*plain, o.ids), b = run_logits(*grown, o.ids);
@@ -218,6 +220,26 @@ TEST(GoldenQuantGrown, IqLayoutsGiveTheFileLayoutLogits) {
       EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << name << " " << kernels().isa;
     }
   }
+}
+
+// Auto sets the caller's reserve (the KV cache) aside: with the whole available memory reserved
+// nothing grows; with none it grows as repack_grow_fits says.
+TEST(GoldenQuantGrown, AutoLeavesRoomForTheReserve) {
+  const std::string path = test::model_path("tiny-qwen3-IQ2_XS");
+  int asked = 0;
+  model::Model::LoadOptions all{.repack_grow = model::Model::Grow::Auto, .reserve = [&](const model::Model& m) {
+                                  ++asked;
+                                  EXPECT_GT(m.hparams().n_layer, 0);  // the model's shapes are known by then
+                                  return std::numeric_limits<uint64_t>::max();
+                                }};
+  auto reserved = model::Model::load(path, all);
+  EXPECT_EQ(asked, 1);
+  EXPECT_EQ(reserved->grown_bytes(), 0u);
+  auto plain = model::Model::load(path, {.repack_grow = model::Model::Grow::Auto, .reserve = [](const model::Model&) { return uint64_t{0}; }});
+  auto grown = model::Model::load(path, {.repack_grow = model::Model::Grow::Always, .reserve = {}});
+  const bool fits = kernels().dotq[static_cast<int>(plain->layers[0].ffn_down.type)] &&
+                    model::Model::repack_grow_fits(grown->packed_bytes(), available_memory_bytes());
+  EXPECT_EQ(plain->grown_bytes(), fits ? grown->grown_bytes() : 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GoldenQuant,

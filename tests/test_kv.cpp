@@ -90,6 +90,25 @@ TEST(KvStore, RefusesToOverflow) {
   EXPECT_THROW(s.append(seq, 0, 0, 48, k.data(), k.data()), Error);
 }
 
+// The RAM a configuration may take (what the model loader sets aside for the KV cache before it
+// grows the lattice i-quants): every backing page in RAM, plus the fast tier; a spilled backing
+// tier counts nothing.
+TEST(KvStore, RamBytesAreTheStoresCapacities) {
+  for (kv::Format f : {kv::Format::F16, kv::Format::Q4_0, kv::Format::K8V4})
+    for (int resident : {0, 20, 64, 1000}) {
+      auto c = small_config(f);
+      c.head_dim_k = c.head_dim_v = 64;  // q4_0 and k8v4 take whole 32-value blocks
+      c.max_cells = 250;
+      c.resident_cells = resident;
+      kv::KvStore s(c);
+      const size_t want = s.backing_capacity_bytes() + (resident > 0 ? s.resident_capacity_bytes() : 0);
+      EXPECT_EQ(kv::KvStore::ram_bytes(c), want) << kv::format_name(f) << " resident " << resident;
+      EXPECT_EQ(want % s.page_bytes(), 0u);
+      c.spill_dir = "/tmp";
+      EXPECT_EQ(kv::KvStore::ram_bytes(c), resident > 0 ? s.resident_capacity_bytes() : 0u) << kv::format_name(f);
+    }
+}
+
 class PagedAttention : public ::testing::TestWithParam<std::tuple<kv::Format, int, int>> {};
 
 TEST_P(PagedAttention, MatchesNaiveReference) {

@@ -25,8 +25,8 @@ void add_load_options(CLI::App* cmd, model::Model::LoadOptions& o) {
   auto* on = cmd->add_flag_callback(
       "--repack-iq", [&o] { o.repack_grow = Grow::Always; },
       "Repack IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ3_S weights into level codes at load: faster "
-      "generation, 25-73 % more memory for those weights (IQ1: about twice). Default: when the repacked weights take at "
-      "most half the available memory and the output stays bit for bit the same");
+      "generation, 25-61 % more memory for those weights. Default: when the repacked weights take at most half the "
+      "memory available beside the KV cache and the output stays bit for bit the same");
   auto* off = cmd->add_flag_callback(
       "--no-repack-iq", [&o] { o.repack_grow = Grow::Never; }, "Keep those weights in the file's layout (least memory)");
   on->excludes(off);

@@ -51,13 +51,15 @@ double weight_bytes_per_token(const model::Model& m) {
 
 void run_bench(const BenchOptions& o) {
   using clock = std::chrono::steady_clock;
-  auto m = model::Model::load(o.model, o.load);
-  const auto& hp = m->hparams();
   engine::SessionOptions so;
   so.n_ctx = o.n_prompt + o.n_gen + 1;
   so.n_threads = o.threads;
   so.n_batch = o.batch;
   apply_kv_options(o.kv, so);
+  model::Model::LoadOptions load = o.load;
+  load.reserve = [&so](const model::Model& m) { return kv::KvStore::ram_bytes(engine::Session::kv_config(m, so)); };
+  auto m = model::Model::load(o.model, load);
+  const auto& hp = m->hparams();
   engine::Session s(*m, so);
   // Deterministic pseudo-random prompt (token ids avoid the first 4, usually special).
   std::vector<int32_t> prompt(o.n_prompt);

@@ -74,13 +74,15 @@ void run_generate(const RunOptions& o) {
   if (o.chat && !o.ids.empty()) throw Error("--chat and --ids cannot be combined");
   if (!o.chat && o.prompt.empty() && o.ids.empty()) throw Error("give a prompt with -p, token ids with --ids, or --chat");
   if (!o.prompt.empty() && !o.ids.empty()) throw Error("give only one of -p/--prompt and --ids");
-  auto m = model::Model::load(o.model, o.load);
-  auto tk = tok::Tokenizer::from_gguf(m->file());
   engine::SessionOptions so;
   so.n_ctx = o.ctx;
   so.n_threads = o.threads;
   so.n_batch = o.batch;
   apply_kv_options(o.kv, so);
+  model::Model::LoadOptions load = o.load;
+  load.reserve = [&so](const model::Model& m) { return kv::KvStore::ram_bytes(engine::Session::kv_config(m, so)); };
+  auto m = model::Model::load(o.model, load);
+  auto tk = tok::Tokenizer::from_gguf(m->file());
   engine::Session s(*m, so);
   if (o.verbose) {
     const auto& hp = m->hparams();

@@ -38,8 +38,6 @@ void run_serve(const ServeOptions& o) {
   g_server = &srv;
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  auto m = model::Model::load(o.model, o.load);
-  auto tk = tok::Tokenizer::from_gguf(m->file());
   engine::SchedulerOptions sc;
   sc.n_parallel = o.parallel;
   sc.n_ctx = o.ctx;
@@ -49,6 +47,10 @@ void run_serve(const ServeOptions& o) {
   sc.kv_spill = o.kv_spill;
   sc.max_queue = o.max_queue;
   sc.prefix_cache = o.prefix_cache;
+  model::Model::LoadOptions load = o.load;
+  load.reserve = [&sc](const model::Model& m) { return kv::KvStore::ram_bytes(engine::Scheduler::kv_config(m, sc)); };
+  auto m = model::Model::load(o.model, load);
+  auto tk = tok::Tokenizer::from_gguf(m->file());
   srv.attach(*m, *tk, sc);
   std::fprintf(stderr, "strata serve: ready, %d parallel sequences of %d tokens; weights %s\n", o.parallel, o.ctx,
                repack_summary(*m).c_str());

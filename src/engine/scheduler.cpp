@@ -24,12 +24,15 @@ std::optional<TokenEvent> Channel::pop(int timeout_ms) {
   return e;
 }
 
+kv::Config Scheduler::kv_config(const model::Model& m, const SchedulerOptions& o) {
+  const int cached = o.prefix_cache < 0 ? o.n_parallel : o.prefix_cache;
+  return m.kv_config(o.n_ctx * (o.n_parallel + cached), o.kv_format, o.kv_resident, o.kv_spill);
+}
+
 Scheduler::Scheduler(const model::Model& m, const tok::Tokenizer& tk, const SchedulerOptions& o) : model_(m), tk_(tk), opt_(o) {
   if (o.n_parallel <= 0 || o.n_ctx <= 0) throw Error("--parallel and --ctx must be positive");
   cache_max_ = o.prefix_cache < 0 ? o.n_parallel : o.prefix_cache;
-  // Room for every active sequence and every cached one.
-  kv_ = std::make_unique<kv::KvStore>(
-      m.kv_config(o.n_ctx * (o.n_parallel + cache_max_), o.kv_format, o.kv_resident, o.kv_spill));
+  kv_ = std::make_unique<kv::KvStore>(kv_config(m, o));
   pool_ = std::make_unique<ThreadPool>(o.n_threads > 0 ? o.n_threads : ThreadPool::default_threads());
   slots_.resize(o.n_parallel);
   stats_.n_parallel = o.n_parallel;

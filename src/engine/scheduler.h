@@ -81,6 +81,8 @@ struct SchedulerStats {
 class Scheduler {
  public:
   Scheduler(const model::Model& m, const tok::Tokenizer& tk, const SchedulerOptions& o);
+  // The KV store the scheduler makes for these options (room for every active and cached sequence).
+  static kv::Config kv_config(const model::Model& m, const SchedulerOptions& o);
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;

@@ -6,13 +6,17 @@
 
 namespace strata::engine {
 
+kv::Config Session::kv_config(const model::Model& m, const SessionOptions& o) {
+  return m.kv_config(o.n_ctx, o.kv_format, o.kv_resident, o.kv_spill);
+}
+
 Session::Session(const model::Model& m, const SessionOptions& o)
     : model_(m),
       n_ctx_(o.n_ctx),
       n_batch_(std::max(1, o.n_batch)),
       pool_(o.n_threads > 0 ? o.n_threads : ThreadPool::default_threads()) {
   if (o.n_ctx <= 0) throw Error("context size must be positive");
-  kv_ = std::make_unique<kv::KvStore>(m.kv_config(o.n_ctx, o.kv_format, o.kv_resident, o.kv_spill));
+  kv_ = std::make_unique<kv::KvStore>(kv_config(m, o));
   seq_ = kv_->new_sequence();
 }
 

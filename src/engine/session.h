@@ -31,6 +31,8 @@ struct GenerateStats {
 class Session {
  public:
   Session(const model::Model& m, const SessionOptions& o);
+  // The KV store a session makes for these options.
+  static kv::Config kv_config(const model::Model& m, const SessionOptions& o);
   ~Session();
 
   const model::Model& model() const { return model_; }

@@ -73,6 +73,19 @@ KvStore::KvStore(const Config& cfg) : cfg_(cfg), spec_(format_spec(cfg.format)) 
   }
 }
 
+size_t KvStore::ram_bytes(const Config& cfg) {
+  const FormatSpec spec = format_spec(cfg.format);
+  const size_t page = (codec_bytes(spec.k, cfg.head_dim_k) + codec_bytes(spec.v, cfg.head_dim_v)) *
+                      static_cast<size_t>(cfg.n_kv_heads) * static_cast<size_t>(cfg.page_size);
+  const int pages_per_layer = (cfg.max_cells + cfg.page_size - 1) / cfg.page_size;
+  size_t bytes = cfg.spill_dir.empty() ? page * static_cast<size_t>(pages_per_layer) * static_cast<size_t>(cfg.n_layers) : 0;
+  if (cfg.resident_cells > 0) {
+    const int slots = std::min(pages_per_layer, std::max(2, (cfg.resident_cells + cfg.page_size - 1) / cfg.page_size));
+    bytes += page * static_cast<size_t>(slots) * static_cast<size_t>(cfg.n_layers);
+  }
+  return bytes;
+}
+
 KvStore::~KvStore() {
   if (spill_map_) munmap(spill_map_, backing_capacity_bytes());
   if (spill_fd_ >= 0) close(spill_fd_);

@@ -65,6 +65,10 @@ class KvStore {
   size_t backing_capacity_bytes() const { return static_cast<size_t>(n_pages_total_) * page_bytes_; }
   size_t resident_capacity_bytes() const { return static_cast<size_t>(slots_per_layer_) * cfg_.n_layers * page_bytes_; }
   size_t bytes_in_use() const;  // backing pages held by sequences
+  // The most RAM a store of this configuration holds: every backing page unless they live in a
+  // spill file, plus the fast tier (backing_capacity_bytes + resident_capacity_bytes of a store
+  // built from it, less what is spilled).
+  static size_t ram_bytes(const Config& cfg);
   int pages_in_use() const;
   TierStats stats() const;
   std::string describe() const;  // one line: format, residency, sizes per tier

@@ -52,7 +52,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
     throw Error(path + ": " + e.what());
   }
   const char* repack = std::getenv("STRATA_REPACK");
-  if (!repack || std::strcmp(repack, "0") != 0) m->pack_weights(options.repack_grow);
+  if (!repack || std::strcmp(repack, "0") != 0) m->pack_weights(options);
   return m;
 }
 
@@ -60,7 +60,8 @@ bool Model::repack_grow_fits(size_t packed, std::optional<uint64_t> available) {
   return available && packed <= *available / 2;
 }
 
-void Model::pack_weights(Grow grow) {
+void Model::pack_weights(const LoadOptions& options) {
+  const Grow grow = options.repack_grow;
   std::vector<ops::Matrix*> mats = {&output};
   for (Layer& L : layers)
     for (ops::Matrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down}) mats.push_back(w);
@@ -94,7 +95,13 @@ void Model::pack_weights(Grow grow) {
   };
   size_t total = place();
   const bool any_grows = std::any_of(jobs.begin(), jobs.end(), [](const Job& j) { return j.grows; });
-  if (grow == Grow::Auto && any_grows && !repack_grow_fits(total, available_memory_bytes())) {
+  auto room = [&]() -> std::optional<uint64_t> {  // available memory less the caller's reserve
+    const std::optional<uint64_t> available = available_memory_bytes();
+    const uint64_t reserve = options.reserve ? options.reserve(*this) : 0;
+    if (!available) return std::nullopt;
+    return *available > reserve ? *available - reserve : 0;
+  };
+  if (grow == Grow::Auto && any_grows && !repack_grow_fits(total, room())) {
     std::erase_if(jobs, [](const Job& j) { return j.grows; });
     total = place();
   }

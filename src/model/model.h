@@ -2,6 +2,7 @@
 // architecture's forward pass. Architectures register in model.cpp (one row each).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -80,13 +81,17 @@ struct ArchSpec {
 class Model {
  public:
   // The formats whose 8-row layout is larger than the file (the lattice i-quants, +25 % for
-  // IQ3_S to +73 % for IQ2_XXS, IQ1 about twice; quant/gemm_x8.h): faster generation for more
-  // memory. Auto grows them when the kernel table gives the same bits in both layouts (an integer
-  // file-layout kernel) and the whole repacked copy takes at most half the memory the system
-  // reports available (repack_grow_fits), so the choice never changes the output.
+  // IQ3_S to +61 % for IQ2_XXS; quant/gemm_x8.h): faster generation for more memory. Auto grows
+  // them when the kernel table gives the same bits in both layouts (an integer file-layout
+  // kernel) and the whole repacked copy takes at most half the memory the system reports
+  // available, less what the caller reserves (repack_grow_fits), so the choice never changes the
+  // output.
   enum class Grow { Auto, Always, Never };
   struct LoadOptions {
     Grow repack_grow = Grow::Auto;
+    // Memory the caller will hold besides the weights, given the model (its KV cache: run, serve,
+    // bench), set aside before Auto's rule; empty: none.
+    std::function<uint64_t(const Model&)> reserve;
   };
   // Auto's memory rule: a repacked copy of `packed` bytes against `available` (empty: unknown).
   static bool repack_grow_fits(size_t packed, std::optional<uint64_t> available);
@@ -140,7 +145,7 @@ class Model {
  private:
   // Copies every projection matrix whose format has a packed kernel into the 8-row layout (the
   // layouts larger than the file as `grow` says).
-  void pack_weights(Grow grow);
+  void pack_weights(const LoadOptions& options);
 
   std::unique_ptr<gguf::File> file_;
   const ArchSpec* arch_ = nullptr;
