@@ -622,12 +622,24 @@ void decode_packed8_iq2(int n, const uint8_t* w, uint8_t* out) {
 // (each pair at most 2*18*128) sum exactly in 16 bits before madd applies its sub-scale; the offset
 // of 9 comes off after the block through the sub-scaled 16-value activation sums. The integer
 // totals and float steps are those of the file-layout kernel (values 8g + delta, d / 8).
+// The delta bytes of sub-block pair 4h + j (byte 2h + j / 2 of each row's plus word, copied to the
+// row's four lanes), and the unsigned codes u = 8 (g + 1) + delta + 1 of vector g8 of codes bits 2j.
+inline __m256i iq1_deltas(__m256i plus, int h, int j) {
+  const __m256i row_byte0 = _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12,  //
+                                             0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12);
+  return _mm256_shuffle_epi8(plus, _mm256_add_epi8(row_byte0, _mm256_set1_epi8(static_cast<char>(2 * h + j / 2))));
+}
+inline __m256i iq1_codes(const BlockIQ1Codesx8& B, __m256i deltas, int h, int j, int g8) {
+  const int bit = 4 * (j % 2) + g8 / 2, sh = 3 - 2 * j;  // 16-bit shifts: each byte's bits come from its own
+  const __m256i v = load256(B.qs + (8 * h + g8) * 32);
+  const __m256i c = _mm256_and_si256(sh > 0 ? _mm256_slli_epi16(v, sh) : _mm256_srli_epi16(v, -sh), _mm256_set1_epi8(0x18));
+  const __m256i db = _mm256_and_si256(deltas, _mm256_set1_epi8(static_cast<char>(1 << bit)));
+  return _mm256_or_si256(c, bit == 0 ? _mm256_add_epi8(db, db) : bit == 1 ? db : _mm256_srli_epi16(db, bit - 1));
+}
 template <int NT>
 void gemm_iq1_codes(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {
   const auto* b = reinterpret_cast<const BlockIQ1Codesx8*>(w);
-  const __m256i m18 = _mm256_set1_epi8(0x18), m0f = _mm256_set1_epi16(0x0F);
-  const __m256i row_byte0 = _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12,  //
-                                             0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12);
+  const __m256i m0f = _mm256_set1_epi16(0x0F);
   __m256 acc[NT];
   STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int ib = 0; ib < n / 256; ++ib) {
@@ -641,20 +653,14 @@ void gemm_iq1_codes(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const
     STRATA_UNROLL for (int h = 0; h < 2; ++h) STRATA_UNROLL for (int j = 0; j < 4; ++j) {
       // Values 128h + 32j + 4 g8 + i (vector g8 of codes bits 2j): 8-value group 16h + 4j + g8 / 2,
       // whose delta is bit 4 (j % 2) + g8 / 2 of byte 2h + j / 2 of the row's plus word.
-      const __m256i deltas = _mm256_shuffle_epi8(plus, _mm256_add_epi8(row_byte0, _mm256_set1_epi8(static_cast<char>(2 * h + j / 2))));
+      const __m256i deltas = iq1_deltas(plus, h, j);
       const __m256i scb = row_bytes_paired<false>(B.sc[4 * h + j]);
       STRATA_UNROLL for (int q = 0; q < 2; ++q) {  // sub-block 8h + 2j + q: groups g8 = 4q..4q+3
         const int s = 8 * h + 2 * j + q;
         const __m256i sc = q ? _mm256_srli_epi16(scb, 4) : _mm256_and_si256(scb, m0f);
         __m256i s16[NT];
         STRATA_UNROLL for (int k = 0; k < 4; ++k) {
-          const int g8 = 4 * q + k, bit = 4 * (j % 2) + g8 / 2;
-          const __m256i v = load256(B.qs + (8 * h + g8) * 32);
-          const int sh = 3 - 2 * j;  // 16-bit shifts: bits 3-4 of each byte come from its own bits
-          const __m256i c = _mm256_and_si256(sh > 0 ? _mm256_slli_epi16(v, sh) : _mm256_srli_epi16(v, -sh), m18);
-          const __m256i db = _mm256_and_si256(deltas, _mm256_set1_epi8(static_cast<char>(1 << bit)));
-          const __m256i d2 = bit == 0 ? _mm256_add_epi8(db, db) : bit == 1 ? db : _mm256_srli_epi16(db, bit - 1);
-          const __m256i u = _mm256_or_si256(c, d2);
+          const __m256i u = iq1_codes(B, deltas, h, j, 4 * q + k);
           STRATA_UNROLL for (int t = 0; t < NT; ++t) {
             const __m256i p = _mm256_maddubs_epi16(u, bcast4(y[t]->qs + 16 * s + 4 * k));
             s16[t] = k ? _mm256_add_epi16(s16[t], p) : p;
@@ -689,9 +695,7 @@ void gemm_iq1_codes(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const
 inline void decode_packed8_iq1(int n, const uint8_t* w, uint8_t* out) {
   const auto* b = reinterpret_cast<const BlockIQ1Codesx8*>(w);
   auto* db = reinterpret_cast<DecodedX8Block*>(out);
-  const __m256i m18 = _mm256_set1_epi8(0x18), m0f = _mm256_set1_epi16(0x0F), nine = _mm256_set1_epi8(9);
-  const __m256i row_byte0 = _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12,  //
-                                             0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12);
+  const __m256i m0f = _mm256_set1_epi16(0x0F), nine = _mm256_set1_epi8(9);
   for (int ib = 0; ib < n / 256; ++ib) {
     const BlockIQ1Codesx8& B = b[ib];
     DecodedX8Block& D = db[ib];
@@ -703,17 +707,9 @@ inline void decode_packed8_iq1(int n, const uint8_t* w, uint8_t* out) {
     }
     const __m256i plus = load256(reinterpret_cast<const uint8_t*>(B.plus));
     STRATA_UNROLL for (int h = 0; h < 2; ++h) STRATA_UNROLL for (int j = 0; j < 4; ++j) {
-      const __m256i deltas = _mm256_shuffle_epi8(plus, _mm256_add_epi8(row_byte0, _mm256_set1_epi8(static_cast<char>(2 * h + j / 2))));
-      for (int g8 = 0; g8 < 8; ++g8) {
-        const __m256i v = load256(B.qs + (8 * h + g8) * 32);
-        const int sh = 3 - 2 * j;
-        const __m256i c = _mm256_and_si256(sh > 0 ? _mm256_slli_epi16(v, sh) : _mm256_srli_epi16(v, -sh), m18);
-        // 8 (g + 1) + (delta + 1) - 9 = 8g + delta
-        const __m256i minus = _mm256_cmpeq_epi8(_mm256_and_si256(deltas, _mm256_set1_epi8(static_cast<char>(1 << (4 * (j % 2) + g8 / 2)))),
-                                                   _mm256_setzero_si256());
-        const __m256i u = _mm256_or_si256(c, _mm256_andnot_si256(minus, _mm256_set1_epi8(2)));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.v[32 * h + 8 * j + g8]), _mm256_sub_epi8(u, nine));
-      }
+      const __m256i deltas = iq1_deltas(plus, h, j);
+      STRATA_UNROLL for (int g8 = 0; g8 < 8; ++g8)  // 8 (g + 1) + (delta + 1) - 9 = 8g + delta
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.v[32 * h + 8 * j + g8]), _mm256_sub_epi8(iq1_codes(B, deltas, h, j, g8), nine));
     }
     clear_mins(D);
   }
@@ -799,12 +795,9 @@ void gemm_q6_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8Bl
 
 // IQ4_XS: the nibbles index the 16 IQ4_NL levels (signed, up to 127 in magnitude), so the sign
 // goes onto the activations and each maddubs result (pairs below 2*127*128) is scaled by the
-// row's sub-block scale through madd at once. The grown layouts of IQ3_XXS and IQ3_S are the same
-// with their own 16 values (levels and signs) and block factors (d / 4, d); their magnitudes stay
-// below 64, so without VNNI a sub-block's two maddubs results (each pair below 2*63*128) sum
-// exactly in 16 bits before one madd (kSum16; Zen 1, Matvec with STRATA_REPACK_IQ=1 MV_KIB=512
-// MV_COLS=1024, medians of 3, four alternated rounds: IQ3_XXS 0.121-0.131 -> 0.110-0.119 ms,
-// IQ3_S 0.110-0.114 -> 0.101-0.111).
+// row's sub-block scale through madd at once. The grown layouts of IQ3_XXS and IQ3_S have the same
+// places with their own 16 values (levels and signs) and block factors (d / 4, d); their prefill
+// decodes through IQ3_XXSValues / IQ3_SValues below, their decode kernel is gemm_iq3_offset.
 constexpr int max_magnitude(const std::array<int8_t, 16>& v) {
   int m = 0;
   for (int8_t x : v) m = std::max(m, x < 0 ? -x : static_cast<int>(x));
@@ -813,20 +806,15 @@ constexpr int max_magnitude(const std::array<int8_t, 16>& v) {
 struct IQ4_XSValues {
   using Packed = BlockIQ4_XSx8;
   static const int8_t* values() { return kIq4nlValues; }
-  static constexpr bool kSum16 = false;
 };
 struct IQ3_XXSValues {
   using Packed = BlockIQ3Levelsx8;
   static const int8_t* values() { return kIq3xxsCodeValues.data(); }
   static constexpr float kD = 0.25f;
-  static constexpr bool kSum16 = true;
-  static_assert(2 * 2 * max_magnitude(kIq3xxsCodeValues) * 128 <= 32767);
 };
 struct IQ3_SValues {
   using Packed = BlockIQ3Levelsx8;
   static const int8_t* values() { return kIq3sCodeValues.data(); }
-  static constexpr bool kSum16 = true;
-  static_assert(2 * 2 * max_magnitude(kIq3sCodeValues) * 128 <= 32767);
 };
 template <typename L, int NT>
 void gemm_nibble_values(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {
@@ -878,8 +866,7 @@ void gemm_nibble_values(int n, const uint8_t* w, const uint8_t* xq, size_t xs, c
           const int8_t* x = y[t]->qs + 32 * sub + 4 * g;
           const __m256i p0 = _mm256_maddubs_epi16(a0, _mm256_sign_epi8(bcast4(x), c0));
           const __m256i p1 = _mm256_maddubs_epi16(a1, _mm256_sign_epi8(bcast4(x + 16), c1));
-          if constexpr (L::kSum16) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_add_epi16(p0, p1), scv));
-          else isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(p0, scv), _mm256_madd_epi16(p1, scv)));
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(p0, scv), _mm256_madd_epi16(p1, scv)));
           STRATA_KEEP(isum[t]);
         }
       }
@@ -1248,8 +1235,6 @@ template <int NT> struct KQ4_K { static constexpr auto f = gemm_q45_k<BlockQ4_Kx
 template <int NT> struct KQ5_K { static constexpr auto f = gemm_q45_k<BlockQ5_Kx8, NT>; };
 template <int NT> struct KQ6_K { static constexpr auto f = gemm_q6_k<NT>; };
 template <int NT> struct KIQ4_XS { static constexpr auto f = gemm_nibble_values<IQ4_XSValues, NT>; };
-template <int NT> struct KIQ3_XXS { static constexpr auto f = gemm_nibble_values<IQ3_XXSValues, NT>; };
-template <int NT> struct KIQ3_S { static constexpr auto f = gemm_nibble_values<IQ3_SValues, NT>; };
 template <int NT> struct KIQ2 { static constexpr auto f = gemm_iq2_levels<BlockIQ2Levelsx8, NT>; };
 template <int NT> struct KIQ2_XXS { static constexpr auto f = gemm_iq2_levels<BlockIQ2XXSLevelsx8, NT>; };
 template <int NT> struct KIQ1 { static constexpr auto f = gemm_iq1_codes<NT>; };
