@@ -242,7 +242,7 @@ TEST(Cli, ImatrixThenQuantizeWithIt) {
 // so the same greedy tokens, and `run -v` reports the larger repacked size and the bytes grown.
 // The default grows them where the kernel table's file-layout kernel is integer and the copy fits
 // in half the available memory (Model::repack_grow_fits), and gives the same tokens either way.
-// bench's JSON carries the same two figures.
+// bench's JSON carries the same two figures, and how long the repacking took.
 TEST(Cli, RepackIqKeepsOutputAndReportsItsMemory) {
   // "(A repacked, i-quants grown by B)" of run -v, in bytes (rounded to 0.01 of their units).
   auto memory = [](const std::string& err) {
@@ -299,6 +299,8 @@ TEST(Cli, RepackIqKeepsOutputAndReportsItsMemory) {
       EXPECT_NEAR(jw["grown_bytes"].get<double>(), grown_by, near(with));
       EXPECT_NEAR(jw["repacked_bytes"].get<double>(), with, near(with));
       EXPECT_NEAR(jn["repacked_bytes"].get<double>(), without, near(with));
+      EXPECT_GT(jw["repack_seconds"].get<double>(), 0.0);
+      EXPECT_LT(jw["repack_seconds"].get<double>(), 60.0);
     }
     std::remove(f.c_str());
   }

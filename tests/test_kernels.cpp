@@ -399,6 +399,51 @@ TEST_P(PackedKernels, MatchesFileLayoutDotWithinRounding) {
     }
 }
 
+// The packers that rearrange bits word-wide put every value where gemm_x8.h says: read back from
+// those places, each value dequantizes as the file's reference does, bit for bit.
+TEST(PackedLayouts, ValuesSitWhereTheHeaderSays) {
+  for (GgmlType t : {GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q6_K, GgmlType::F16, GgmlType::BF16})
+    for (int trial = 0; trial < 4; ++trial) {
+      PackedCase c(t, 16, 256 * (1 + trial), 1, 90 + trial);
+      for (int g = 0; g < 2; ++g) {
+        const uint8_t* p = c.packed.data() + c.group_bytes * g;
+        for (int r = 0; r < 8; ++r) {
+          std::vector<float> want(c.cols);
+          dequantize_row_ref(t, c.file.data() + c.row_stride * (8 * g + r), want.data(), c.cols);
+          for (int k = 0; k < c.cols; ++k) {
+            float got = 0;
+            if (t == GgmlType::F16 || t == GgmlType::BF16) {
+              uint16_t v;
+              std::memcpy(&v, p + 2 * (8 * static_cast<size_t>(k) + r), 2);
+              got = t == GgmlType::F16 ? fp16_to_fp32(v) : bf16_to_fp32(v);
+            } else if (t == GgmlType::Q6_K) {
+              const auto& B = reinterpret_cast<const BlockQ6_Kx8*>(p)[k / 256];
+              const int j = k % 256, G = j % 128 / 4, H = j % 64 / 4, i = j % 4;
+              const int low = j < 128 ? B.ql[G * 32 + r * 4 + i] & 15 : B.ql[G * 32 + r * 4 + i] >> 4;
+              const int top = (B.qh[H * 32 + r * 4 + i] >> (2 * (j / 64))) & 3;
+              got = fp16_to_fp32(B.d[r]) * B.sc[j / 16][r] * ((low | top << 4) - 32);
+            } else {
+              const int j = k % 32, b = j % 16;
+              const auto read = [&](const auto& B) {
+                const uint8_t byte = B.qs[(b / 4) * 32 + r * 4 + b % 4];
+                return (j < 16 ? byte & 15 : byte >> 4) | ((B.qh[r * 4 + j % 4] >> (j / 4)) & 1) << 4;
+              };
+              if (t == GgmlType::Q5_0) {
+                const auto& B = reinterpret_cast<const BlockQ5_0x8*>(p)[k / 32];
+                got = (read(B) - 16) * fp16_to_fp32(B.d[r]);
+              } else {
+                const auto& B = reinterpret_cast<const BlockQ5_1x8*>(p)[k / 32];
+                got = read(B) * fp16_to_fp32(B.d[r]) + fp16_to_fp32(B.m[r]);
+              }
+            }
+            ASSERT_EQ(std::bit_cast<uint32_t>(want[k]), std::bit_cast<uint32_t>(got))
+                << type_name(t) << " group " << g << " row " << r << " value " << k << ": " << want[k] << " vs " << got;
+          }
+        }
+      }
+    }
+}
+
 // Q2_K, Q3_K, TQ2_0 and the lattice i-quants: the packed kernels do the file-layout integer
 // kernel's arithmetic, so a row gives the same bits packed or not (the rows left over after the
 // last group of 8 stay in file layout).

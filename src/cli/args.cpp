@@ -75,8 +75,10 @@ std::string human_bytes(double b) {
 }
 
 std::string repack_summary(const model::Model& m) {
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%.2f s", m.repack_seconds());
   return human_bytes(static_cast<double>(m.packed_bytes())) + " repacked, i-quants grown by " +
-         human_bytes(static_cast<double>(m.grown_bytes()));
+         human_bytes(static_cast<double>(m.grown_bytes())) + ", in " + seconds;
 }
 
 void Utf8Stream::write(const std::string& bytes) {

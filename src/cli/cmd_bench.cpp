@@ -122,7 +122,8 @@ void run_bench(const BenchOptions& o) {
                         {"achieved_gbps", bytes_per_token * ts.median / 1e9},
                         {"bandwidth_fraction", frac},
                         {"repacked_bytes", m->packed_bytes()},
-                        {"grown_bytes", m->grown_bytes()}};
+                        {"grown_bytes", m->grown_bytes()},
+                        {"repack_seconds", m->repack_seconds()}};
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
@@ -135,8 +136,9 @@ void run_bench(const BenchOptions& o) {
               human_bytes(wbytes).c_str(), human_bytes(kv_bytes).c_str());
   std::printf("measured read bandwidth: %.1f GB/s; generation reads %.1f GB/s = %.0f%% of it\n", bw,
               bytes_per_token * ts.median / 1e9, 100 * frac);
-  std::printf("weights repacked at load (8-row layout, held in memory): %s of %s in the file", human_bytes(static_cast<double>(m->packed_bytes())).c_str(),
-              human_bytes(static_cast<double>(m->weight_bytes())).c_str());
+  std::printf("weights repacked at load (8-row layout, held in memory): %s of %s in the file, in %.2f s",
+              human_bytes(static_cast<double>(m->packed_bytes())).c_str(), human_bytes(static_cast<double>(m->weight_bytes())).c_str(),
+              m->repack_seconds());
   if (m->grown_bytes() > 0) std::printf(", i-quants grown by %s", human_bytes(static_cast<double>(m->grown_bytes())).c_str());
   std::printf("\n");
 }

@@ -1,6 +1,7 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -106,6 +107,7 @@ void Model::pack_weights(const LoadOptions& options) {
     total = place();
   }
   if (jobs.empty()) return;
+  const auto start = std::chrono::steady_clock::now();
   packed_ = HugeBuffer(total);
   ThreadPool pool(ThreadPool::default_threads());
   for (const Job& j : jobs) {
@@ -123,6 +125,7 @@ void Model::pack_weights(const LoadOptions& options) {
     packed_bytes_ += j.stride * static_cast<size_t>(j.groups);
     if (j.grows) grown_bytes_ += j.stride * static_cast<size_t>(j.groups) - static_cast<size_t>(j.groups * kPackRows) * src.row_stride;
   }
+  repack_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 size_t Model::weight_bytes() const {

@@ -141,6 +141,8 @@ class Model {
   size_t packed_bytes() const { return packed_bytes_; }
   // Of those, the bytes the grown layouts add over their file rows (0 when none were grown).
   size_t grown_bytes() const { return grown_bytes_; }
+  // Wall time the repacking took at load, reading the file's pages in included.
+  double repack_seconds() const { return repack_seconds_; }
 
  private:
   // Copies every projection matrix whose format has a packed kernel into the 8-row layout (the
@@ -152,6 +154,7 @@ class Model {
   HugeBuffer packed_;  // every repacked matrix, in huge pages
   size_t packed_bytes_ = 0;
   size_t grown_bytes_ = 0;
+  double repack_seconds_ = 0;
 };
 
 const std::vector<const ArchSpec*>& architectures();

@@ -2,6 +2,7 @@
 #include "quant/gemm_x8.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -59,21 +60,6 @@ size_t packed_group_bytes(GgmlType t, int64_t cols) {
 
 namespace {
 
-// The 256 six-bit codes of a Q6_K block in element order.
-void q6_k_codes(const BlockQ6_K& b, uint8_t* q) {
-  for (int half = 0; half < 2; ++half) {
-    const uint8_t* ql = b.ql + 64 * half;
-    const uint8_t* qh = b.qh + 32 * half;
-    uint8_t* y = q + 128 * half;
-    for (int l = 0; l < 32; ++l) {
-      y[l] = static_cast<uint8_t>((ql[l] & 0xF) | ((qh[l] >> 0) & 3) << 4);
-      y[l + 32] = static_cast<uint8_t>((ql[l + 32] & 0xF) | ((qh[l] >> 2) & 3) << 4);
-      y[l + 64] = static_cast<uint8_t>((ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4);
-      y[l + 96] = static_cast<uint8_t>((ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4);
-    }
-  }
-}
-
 // The interleave every layout shares: 4-byte group g of a row's bytes `src` goes to
 // dst[g*32 + r*4 ...] (8 rows of 4 bytes per 32-byte vector).
 void interleave4(uint8_t* dst, const void* src, int r, int groups) {
@@ -83,6 +69,14 @@ void interleave4(uint8_t* dst, const void* src, int r, int groups) {
 template <typename Block>
 const Block& file_block(const uint8_t* rows, size_t stride, int r, int64_t ib) {
   return reinterpret_cast<const Block*>(rows + stride * r)[ib];
+}
+
+// Bits 0, 4, ..., 28 of x as bits 0..7.
+inline uint8_t every_fourth_bit(uint32_t x) {
+  x &= 0x11111111u;
+  x = (x | x >> 3) & 0x03030303u;  // pairs in the low 2 bits of each byte
+  x = (x | x >> 6) & 0x000F000Fu;  // fours in the low nibble of each half
+  return static_cast<uint8_t>(x | x >> 12);
 }
 
 // The 32-value formats (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL): scales (and offsets) side by side,
@@ -100,11 +94,7 @@ void pack_32_rows8(const uint8_t* rows, size_t stride, int64_t cols, uint8_t* ds
       if constexpr (requires { b.qh; }) {
         uint32_t qh;
         std::memcpy(&qh, b.qh, 4);
-        for (int i = 0; i < 4; ++i) {
-          uint8_t v = 0;
-          for (int g = 0; g < 8; ++g) v |= static_cast<uint8_t>(((qh >> (4 * g + i)) & 1) << g);
-          out[ib].qh[r * 4 + i] = v;
-        }
+        for (int i = 0; i < 4; ++i) out[ib].qh[r * 4 + i] = every_fourth_bit(qh >> i);
       }
     }
 }
@@ -241,6 +231,47 @@ void put_bits8(const uint8_t* bit, int r, uint8_t* hm) {
   }
 }
 
+// Q6_K straight from the file's bit planes, 8 bytes at a time (two 4-byte places). Half h of the
+// file block keeps the low nibbles of its codes l and l + 64 in ql[64h + l] (l < 64) and the top
+// bits of its codes l, l + 32, l + 64, l + 96 at bits 0, 2, 4, 6 of qh[32h + l] (l < 32).
+void pack_q6_k_row(BlockQ6_Kx8& o, int r, const BlockQ6_K& b) {
+  constexpr uint64_t k0F = 0x0F0F0F0F0F0F0F0Full, k03 = 0x0303030303030303ull, k0C = 0x0C0C0C0C0C0C0C0Cull;
+  o.d[r] = b.d;
+  for (int s = 0; s < 16; ++s) o.sc[s][r] = b.scales[s];
+  for (int q = 0; q < 8; ++q) {  // packed ql bytes p = 8q..8q+7 (codes p | 128 + p) and p + 64 (codes p + 64 | 192 + p)
+    const uint64_t a = load8(b.ql + 8 * q), c = load8(b.ql + 64 + 8 * q);
+    store8_split((a & k0F) | (c & k0F) << 4, o.ql + (2 * q) * 32 + r * 4, o.ql + (2 * q + 1) * 32 + r * 4);
+    store8_split((a >> 4 & k0F) | (c & ~k0F), o.ql + (16 + 2 * q) * 32 + r * 4, o.ql + (17 + 2 * q) * 32 + r * 4);
+  }
+  for (int q = 0; q < 4; ++q) {  // packed qh bytes t = 8q..8q+7 and t + 32 (top bits of codes t, 64 + t, 128 + t, 192 + t)
+    const uint64_t a = load8(b.qh + 8 * q), c = load8(b.qh + 32 + 8 * q);
+    store8_split((a & k03) | (a >> 2 & k0C) | (c & k03) << 4 | (c << 2 & k0C << 4),
+                 o.qh + (2 * q) * 32 + r * 4, o.qh + (2 * q + 1) * 32 + r * 4);
+    store8_split((a >> 2 & k03) | (a >> 4 & k0C) | (c << 2 & k03 << 4) | (c & k0C << 4),
+                 o.qh + (8 + 2 * q) * 32 + r * 4, o.qh + (9 + 2 * q) * 32 + r * 4);
+  }
+}
+
+// F16, BF16: 4 columns of 8 rows at a time, two 4 x 4 transposes of 16-bit lanes in 64-bit words
+// (lane j at bits 16j, the file's order on a little-endian machine).
+void pack_16bit_rows8(const uint8_t* rows, size_t stride, int64_t cols, uint8_t* dst) {
+  static_assert(std::endian::native == std::endian::little);
+  constexpr uint64_t kLanes02 = 0x0000FFFF0000FFFFull, kLow32 = 0x00000000FFFFFFFFull;
+  for (int64_t k = 0; k < cols; k += 4)
+    for (int half = 0; half < 2; ++half) {
+      uint64_t w[4], t[4];
+      for (int r = 0; r < 4; ++r) w[r] = load8(rows + stride * (4 * half + r) + 2 * k);
+      for (int p = 0; p < 2; ++p) {  // rows 2p, 2p + 1: lanes (x0, y0, x2, y2) and (x1, y1, x3, y3)
+        const uint64_t x = w[2 * p], y = w[2 * p + 1];
+        t[2 * p] = (x & kLanes02) | (y & kLanes02) << 16;
+        t[2 * p + 1] = (x >> 16 & kLanes02) | (y & ~kLanes02);
+      }
+      uint64_t col[4] = {(t[0] & kLow32) | t[2] << 32, (t[1] & kLow32) | t[3] << 32, t[0] >> 32 | (t[2] & ~kLow32),
+                         t[1] >> 32 | (t[3] & ~kLow32)};
+      for (int j = 0; j < 4; ++j) std::memcpy(dst + 16 * (k + j) + 8 * half, &col[j], 8);
+    }
+}
+
 // Calls pack(x8 block, r, file block of row r, tables) for every row of every block column.
 template <typename Block, typename Packed, typename F>
 void pack_grown_rows8(const uint8_t* rows, size_t stride, int64_t cols, uint8_t* dst, F pack) {
@@ -356,22 +387,8 @@ void pack_rows8(GgmlType t, const uint8_t* rows, size_t stride, int64_t cols, ui
     case GgmlType::Q5_K: return pack_k_rows8<BlockQ5_K, BlockQ5_Kx8>(rows, stride, cols, dst);
     case GgmlType::Q6_K: {
       auto* out = reinterpret_cast<BlockQ6_Kx8*>(dst);
-      uint8_t q[256];
-      for (int64_t ib = 0; ib < cols / 256; ++ib) {
-        std::memset(out[ib].qh, 0, sizeof out[ib].qh);
-        for (int r = 0; r < 8; ++r) {
-          const auto& b = file_block<BlockQ6_K>(rows, stride, r, ib);
-          q6_k_codes(b, q);
-          out[ib].d[r] = b.d;
-          for (int s = 0; s < 16; ++s) out[ib].sc[s][r] = b.scales[s];
-          for (int G = 0; G < 32; ++G)
-            for (int i = 0; i < 4; ++i)
-              out[ib].ql[G * 32 + r * 4 + i] = static_cast<uint8_t>((q[4 * G + i] & 15) | (q[128 + 4 * G + i] & 15) << 4);
-          for (int G = 0; G < 64; ++G)
-            for (int i = 0; i < 4; ++i)
-              out[ib].qh[(G % 16) * 32 + r * 4 + i] |= static_cast<uint8_t>((q[4 * G + i] >> 4) << (2 * (G / 16)));
-        }
-      }
+      for (int64_t ib = 0; ib < cols / 256; ++ib)
+        for (int r = 0; r < 8; ++r) pack_q6_k_row(out[ib], r, file_block<BlockQ6_K>(rows, stride, r, ib));
       return;
     }
     case GgmlType::IQ4_XS: {
@@ -395,14 +412,7 @@ void pack_rows8(GgmlType t, const uint8_t* rows, size_t stride, int64_t cols, ui
     case GgmlType::IQ1_M: return pack_iq1_rows8<BlockIQ1_M>(rows, stride, cols, dst);
     case GgmlType::IQ3_XXS: return pack_iq3_rows8<BlockIQ3_XXS>(rows, stride, cols, dst);
     case GgmlType::IQ3_S: return pack_iq3_rows8<BlockIQ3_S>(rows, stride, cols, dst);
-    case GgmlType::F16: case GgmlType::BF16: {
-      auto* out = reinterpret_cast<uint16_t*>(dst);
-      for (int r = 0; r < 8; ++r) {
-        const auto* row = reinterpret_cast<const uint16_t*>(rows + stride * r);
-        for (int64_t k = 0; k < cols; ++k) out[k * 8 + r] = row[k];
-      }
-      return;
-    }
+    case GgmlType::F16: case GgmlType::BF16: return pack_16bit_rows8(rows, stride, cols, dst);
     default:
       throw Error("no packed layout for " + type_name(t));
   }
