@@ -235,7 +235,9 @@ struct AttnShape {
   const char* name;
   int n_kv, dim, n_head;
 };
-const AttnShape kAttnShapes[] = {{"qwen3-0.6b", 8, 128, 16}, {"qwen2-0.5b", 2, 64, 14}, {"gemma3-270m", 1, 256, 4}};
+// "contig": Qwen3-0.6B's cells of one KV head as if they were one contiguous run (8x the cells),
+// the bound for how a page's layout is read.
+const AttnShape kAttnShapes[] = {{"qwen3-0.6b", 8, 128, 16}, {"qwen2-0.5b", 2, 64, 14}, {"gemma3-270m", 1, 256, 4}, {"contig", 1, 128, 2}};
 
 // A table's attention kernels: in place on f16 cells (`in_place`, the table's own where it has
 // them, else `donor`'s) or on decoded rows.
@@ -331,7 +333,9 @@ const bool kRegistered = [] {
       {"avx512-avx2f16", attn_kernels(avx512_kernels(), true, avx2_kernels())},
   };
   for (const AttnShape& sh : kAttnShapes)
-    for (const std::vector<int64_t>& size : {std::vector<int64_t>{512, 1}, std::vector<int64_t>{2048, 28}})
+    for (const std::vector<int64_t>& size : std::string(sh.name) == "contig"
+                                                 ? std::vector<std::vector<int64_t>>{{16384, 28}}
+                                                 : std::vector<std::vector<int64_t>>{{512, 1}, {2048, 28}})
       for (const auto& a : attn)
         benchmark::RegisterBenchmark((std::string("Attention/") + sh.name + "/" + a.name).c_str(), BM_Attention, sh, a.k)
             ->Args(size)

@@ -65,7 +65,7 @@ void chunk_partials(const KvStore& store, const KernelTable& kt, SeqId s, int la
                     int n, int group, float scale, int p0, std::vector<float>& scratch) {
   const Config& c = store.config();
   const FormatSpec& f = store.spec();
-  const int dk = c.head_dim_k, dv = c.head_dim_v, nkv = c.n_kv_heads, P = c.page_size;
+  const int dk = c.head_dim_k, dv = c.head_dim_v, P = c.page_size;
   const size_t kh = store.k_bytes_per_head(), vh = store.v_bytes_per_head();
   const Decoder decode_k = decoder(f.k), decode_v = decoder(f.v);
   const int rows = n * group;  // query rows, token-major
@@ -75,7 +75,7 @@ void chunk_partials(const KvStore& store, const KernelTable& kt, SeqId s, int la
   // into rows.
   const bool in_place = f.k == Codec::F16 && f.v == Codec::F16 && kt.attn_scores_f16 && kt.attn_values_f16;
   const bool keys_in_place = in_place && rows <= 4, values_in_place = in_place && n == 1;
-  const size_t k_stride = static_cast<size_t>(nkv) * dk, v_stride = static_cast<size_t>(nkv) * dv;  // f16 values between cells
+  // Pages are head-major: this head's f16 vectors of consecutive cells are dk (dv) values apart.
   scratch.resize(static_cast<size_t>(P) * (2 * rows + dk + dv) + static_cast<size_t>(rows) * dk);
   float* scores = scratch.data();                       // [rows][P]
   float* wts = scores + static_cast<size_t>(rows) * P;  // [rows][P]
@@ -94,8 +94,10 @@ void chunk_partials(const KvStore& store, const KernelTable& kt, SeqId s, int la
   // The next page's view is taken one page early, so its cells of this head can be prefetched
   // while this page's are decoded (each page is still looked up once).
   PageView next = store.page(s, layer, p0);
+  uint64_t resident_reads = 0, backing_reads = 0;
   for (int pi = p0; pi <= p_end; ++pi) {
     const PageView pv = next;
+    ++(pv.resident ? resident_reads : backing_reads);
     if (pi < p_end) next = store.page(s, layer, pi + 1);
     const bool ahead = pi < p_end;
     // Cells of this page that token i reads: [c0, c0 + cells(i)); nc: the most any token reads.
@@ -104,15 +106,15 @@ void chunk_partials(const KvStore& store, const KernelTable& kt, SeqId s, int la
     int nc = 0;
     for (int i = 0; i < n; ++i) nc = std::max(nc, cells(i));
     if (nc <= 0) continue;
-    const size_t first_k = (static_cast<size_t>(c0 - pv.first) * nkv + kv_head) * kh;
+    const uint8_t* first_k = pv.k_at(kv_head, c0 - pv.first);
     if (keys_in_place) {
       if (ahead)
-        for (int i = 0; i < nc; ++i) prefetch_cell(next.k + (static_cast<size_t>(i) * nkv + kv_head) * kh, kh);
-      kt.attn_scores_f16(dk, nc, reinterpret_cast<const uint16_t*>(pv.k + first_k), k_stride, qs, rows, scores, P);
+        for (int i = 0; i < nc; ++i) prefetch_cell(next.k_at(kv_head, i), kh);
+      kt.attn_scores_f16(dk, nc, reinterpret_cast<const uint16_t*>(first_k), dk, qs, rows, scores, P);
     } else {
       for (int i = 0; i < nc; ++i) {
-        if (ahead) prefetch_cell(next.k + (static_cast<size_t>(i) * nkv + kv_head) * kh, kh);
-        decode_k(pv.k + first_k + static_cast<size_t>(i) * nkv * kh, keys + static_cast<size_t>(i) * dk, dk);
+        if (ahead) prefetch_cell(next.k_at(kv_head, i), kh);
+        decode_k(first_k + i * kh, keys + static_cast<size_t>(i) * dk, dk);
       }
       kt.attn_scores(dk, nc, keys, qs, rows, scores, P);  // every query row against every key
     }
@@ -133,20 +135,21 @@ void chunk_partials(const KvStore& store, const KernelTable& kt, SeqId s, int la
         tk.out.l[g] = sum_after(tk.out.l[g] * a, wts + r * P, nt);
       }
     }
-    const size_t first_v = (static_cast<size_t>(c0 - pv.first) * nkv + kv_head) * vh;
+    const uint8_t* first_v = pv.v_at(kv_head, c0 - pv.first);
     for (int i = 0; i < nc; ++i) {
-      if (ahead) prefetch_cell(next.v + (static_cast<size_t>(i) * nkv + kv_head) * vh, vh);
-      if (!values_in_place) decode_v(pv.v + first_v + static_cast<size_t>(i) * nkv * vh, vals + static_cast<size_t>(i) * dv, dv);
+      if (ahead) prefetch_cell(next.v_at(kv_head, i), vh);
+      if (!values_in_place) decode_v(first_v + i * vh, vals + static_cast<size_t>(i) * dv, dv);
     }
     for (int i = 0; i < n; ++i)
       if (const int nt = cells(i); nt > 0) {
         const float* w = wts + static_cast<size_t>(i) * group * P;
         if (values_in_place)
-          kt.attn_values_f16(dv, nt, reinterpret_cast<const uint16_t*>(pv.v + first_v), v_stride, w, P, group, toks[i].out.acc);
+          kt.attn_values_f16(dv, nt, reinterpret_cast<const uint16_t*>(first_v), dv, w, P, group, toks[i].out.acc);
         else
           kt.attn_values(dv, nt, vals, w, P, group, toks[i].out.acc);
       }
   }
+  store.count_reads(resident_reads, backing_reads);
 }
 
 }  // namespace

@@ -238,21 +238,14 @@ void KvStore::append_encoded(SeqId s, int layer, int pos, int n, const uint8_t* 
     const int p = pos + i, page_idx = p / P, cell = p % P;
     if (page_idx == static_cast<int>(pages.size())) pages.push_back(alloc_page(layer, page_idx));
     const int page = pages[page_idx];
-    const size_t k_off = cell * k_cell_bytes_, v_off = P * k_cell_bytes_ + cell * v_cell_bytes_;
     const uint8_t* kc = k + static_cast<size_t>(i) * k_cell_bytes_;
     const uint8_t* vc = v + static_cast<size_t>(i) * v_cell_bytes_;
     // 1. The authoritative copy.
-    if (!(fault_skip_backing_ && tiered && page_slot_[page] >= 0)) {
-      uint8_t* b = backing_ptr(page);
-      std::memcpy(b + k_off, kc, k_cell_bytes_);
-      std::memcpy(b + v_off, vc, v_cell_bytes_);
-    }
+    if (!(fault_skip_backing_ && tiered && page_slot_[page] >= 0)) put_cell(backing_ptr(page), cell, kc, vc);
     // 2. The resident copy: the page being written is the newest, so it holds a slot.
     if (tiered) {
       int slot = ensure_slot(layer, page);
-      uint8_t* r = slot_ptr(layer, slot);
-      std::memcpy(r + k_off, kc, k_cell_bytes_);
-      std::memcpy(r + v_off, vc, v_cell_bytes_);
+      put_cell(slot_ptr(layer, slot), cell, kc, vc);
       slot_used_[layer][slot] = ++tick_;
     }
   }
@@ -269,8 +262,9 @@ void KvStore::copy_prefix(SeqId src, SeqId dst, int n) {
       int cnt = std::min(P, n - first);
       // Read the authoritative copy, then enter the cells through the one write path.
       const uint8_t* b = backing_ptr(seq(src).pages[l][first / P]);
-      kb.assign(b, b + cnt * k_cell_bytes_);
-      vb.assign(b + P * k_cell_bytes_, b + P * k_cell_bytes_ + cnt * v_cell_bytes_);
+      kb.resize(cnt * k_cell_bytes_);
+      vb.resize(cnt * v_cell_bytes_);
+      for (int c = 0; c < cnt; ++c) get_cell(b, c, kb.data() + c * k_cell_bytes_, vb.data() + c * v_cell_bytes_);
       append_encoded(dst, l, first, cnt, kb.data(), vb.data());
     }
   }
@@ -305,14 +299,41 @@ PageView KvStore::page(SeqId s, int layer, int page_index) const {
   if (!slot_arena_.empty() && page_slot_[page] >= 0) {
     base = slot_ptr(layer, page_slot_[page]);
     pv.resident = true;
-    resident_reads_.fetch_add(1, std::memory_order_relaxed);
   } else {
     base = backing_ptr(page);  // streamed: read in place from the backing tier
-    backing_reads_.fetch_add(1, std::memory_order_relaxed);
   }
   pv.k = base;
   pv.v = base + P * k_cell_bytes_;
+  pv.page_size = P;
+  pv.k_bytes = k_head_bytes_;
+  pv.v_bytes = v_head_bytes_;
   return pv;
+}
+
+void KvStore::count_reads(uint64_t resident, uint64_t backing) const {
+  if (resident) resident_reads_.fetch_add(resident, std::memory_order_relaxed);
+  if (backing) backing_reads_.fetch_add(backing, std::memory_order_relaxed);
+}
+
+// A cell's vectors arrive and leave head after head ([n_kv_heads] encoded vectors); in the page
+// each head's go to its own run of P.
+void KvStore::put_cell(uint8_t* page, int cell, const uint8_t* k, const uint8_t* v) const {
+  const int P = cfg_.page_size;
+  uint8_t* pk = page + cell * k_head_bytes_;
+  uint8_t* pv = page + P * k_cell_bytes_ + cell * v_head_bytes_;
+  for (int h = 0; h < cfg_.n_kv_heads; ++h) {
+    std::memcpy(pk + static_cast<size_t>(h) * P * k_head_bytes_, k + h * k_head_bytes_, k_head_bytes_);
+    std::memcpy(pv + static_cast<size_t>(h) * P * v_head_bytes_, v + h * v_head_bytes_, v_head_bytes_);
+  }
+}
+void KvStore::get_cell(const uint8_t* page, int cell, uint8_t* k, uint8_t* v) const {
+  const int P = cfg_.page_size;
+  const uint8_t* pk = page + cell * k_head_bytes_;
+  const uint8_t* pv = page + P * k_cell_bytes_ + cell * v_head_bytes_;
+  for (int h = 0; h < cfg_.n_kv_heads; ++h) {
+    std::memcpy(k + h * k_head_bytes_, pk + static_cast<size_t>(h) * P * k_head_bytes_, k_head_bytes_);
+    std::memcpy(v + h * v_head_bytes_, pv + static_cast<size_t>(h) * P * v_head_bytes_, v_head_bytes_);
+  }
 }
 
 }  // namespace strata::kv

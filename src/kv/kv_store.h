@@ -2,6 +2,8 @@
 //
 // Cells are addressed by (sequence, layer, position). Each sequence owns one page list per layer;
 // a page holds P consecutive cells of one layer, K block then V block, so one copy moves a page.
+// Within each block the cells are head-major: a KV head's P vectors lie one after another, so
+// attention, which works one KV head at a time, reads each page as one contiguous run per block.
 // Backing tier: the authoritative copy of every page (host RAM, or a file under --kv-spill).
 // Fast tier: at most `resident_cells` cells per layer, in slots; a page table maps page -> slot.
 // Residency is a cache: attention reads a resident page from its slot and any other page from
@@ -38,9 +40,14 @@ using SeqId = int;
 struct PageView {
   int first = 0;
   int n = 0;
-  const uint8_t* k = nullptr;  // [P][n_kv_heads] encoded K vectors
-  const uint8_t* v = nullptr;  // [P][n_kv_heads] encoded V vectors
+  const uint8_t* k = nullptr;  // [n_kv_heads][P] encoded K vectors
+  const uint8_t* v = nullptr;  // [n_kv_heads][P] encoded V vectors
   bool resident = false;
+  int page_size = 0;
+  size_t k_bytes = 0, v_bytes = 0;  // one encoded vector
+  // Head h's encoded K (V) vector of the page's cell c; cell c + 1's follows it.
+  const uint8_t* k_at(int h, int c) const { return k + (static_cast<size_t>(h) * page_size + c) * k_bytes; }
+  const uint8_t* v_at(int h, int c) const { return v + (static_cast<size_t>(h) * page_size + c) * v_bytes; }
 };
 
 struct TierStats {
@@ -90,6 +97,9 @@ class KvStore {
 
   int n_pages(SeqId s, int layer) const;
   PageView page(SeqId s, int layer, int page_index) const;
+  // Adds page reads to stats(): readers count the views they used and report them once per run
+  // of pages, so threads reading pages at once do not share a counter's cache line per page.
+  void count_reads(uint64_t resident, uint64_t backing) const;
 
   // Test hook reproducing the bug class of DESIGN.md: an append to a resident page skips the
   // backing copy. Tests switch it on to prove that the streaming tests catch such a bug.
@@ -108,6 +118,9 @@ class KvStore {
   uint8_t* backing_ptr(int page) const;
   uint8_t* slot_ptr(int layer, int slot) const;
   int ensure_slot(int layer, int page);  // admits a page to the fast tier, evicting if needed
+  // Writes (reads) one cell's encoded vectors, [n_kv_heads] of K and of V, into (from) a page.
+  void put_cell(uint8_t* page, int cell, const uint8_t* k, const uint8_t* v) const;
+  void get_cell(const uint8_t* page, int cell, uint8_t* k, uint8_t* v) const;
 
   Config cfg_;
   FormatSpec spec_;
