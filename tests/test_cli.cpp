@@ -287,6 +287,10 @@ TEST(Cli, RepackIqKeepsOutputAndReportsItsMemory) {
     auto info = run("info -m " + f + " --no-tensors --repack-iq");
     ASSERT_EQ(info.code, 0) << info.err;
     EXPECT_EQ(memory(info.out), memory(grown.err)) << type;
+    // By default too: both set the same context's KV cache aside (4096 cells unless --ctx).
+    auto info_auto = run("info -m " + f + " --no-tensors");
+    ASSERT_EQ(info_auto.code, 0) << info_auto.err;
+    EXPECT_EQ(memory(info_auto.out), memory(auto_.err)) << type;
     if (t == GgmlType::IQ2_XS) {
       auto bench = [&](const std::string& extra) {
         auto b = run("bench -m " + f + " -p 8 -n 2 -r 1 -t 2 --json" + extra);

@@ -20,6 +20,7 @@ struct InfoOptions {
 };
 
 void run_info(const InfoOptions& o) {
+  kv::parse_format(o.kv);  // a bad --kv is the command line's error, not the file's
   auto f = gguf::File::open(o.model);
   std::printf("file: %s\n", o.model.c_str());
   std::printf("gguf version %u, %s, %zu metadata entries, %zu tensors, data at offset %llu\n", f->version(),
@@ -48,7 +49,16 @@ void run_info(const InfoOptions& o) {
               params ? 8.0 * total / params : 0.0);
 
   try {
-    auto m = model::Model::load(o.model, o.load);
+    // Growth of the i-quants sets the KV cache aside as run does, at this --ctx, --kv and
+    // --kv-resident (the format's own check is reported below).
+    model::Model::LoadOptions load = o.load;
+    load.reserve = [&o](const model::Model& m) -> uint64_t {
+      const auto& hp = m.hparams();
+      const kv::Format f = kv::parse_format(o.kv);
+      if (!kv::format_unsupported_reason(f, hp.head_dim_k, hp.head_dim_v).empty()) return 0;
+      return kv::KvStore::ram_bytes(m.kv_config(o.ctx, f, o.kv_resident));
+    };
+    auto m = model::Model::load(o.model, load);
     const auto& hp = m->hparams();
     std::printf("\narchitecture %s: %d layers, n_embd %d, %d heads / %d KV heads, head_dim %d/%d, FFN %d, vocab %d,\n",
                 hp.arch.c_str(), hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, hp.n_ff,
