@@ -1577,6 +1577,9 @@ void fill_avx2_int_kernels(KernelTable& t) {
   STRATA_DECODED(IQ2_XXS) STRATA_DECODED(IQ2_XS) STRATA_DECODED(IQ2_S) STRATA_DECODED(IQ3_XXS) STRATA_DECODED(IQ3_S)
   STRATA_DECODED(IQ1_S) STRATA_DECODED(IQ1_M) STRATA_DECODED(TQ1_0) STRATA_DECODED(TQ2_0) STRATA_DECODED(Q3_K) STRATA_DECODED(Q2_K)
 #undef STRATA_DECODED
+  // Packed Q6_K decoded (gemm_x8_avx2.cpp: decode_packed8): the same integer totals and final
+  // multiply-add per block as its packed kernel.
+  t.gemm_decoded8[static_cast<int>(GgmlType::Q6_K)] = gemm_decoded8<false>;
 }
 
 }  // namespace strata

@@ -18,6 +18,9 @@ void fill_avx2_gemm_x8(KernelTable& t) {
   t.gemm_x8[static_cast<int>(GgmlType::Q4_K)] = Dispatch<KQ4_K>::run;
   t.gemm_x8[static_cast<int>(GgmlType::Q5_K)] = Dispatch<KQ5_K>::run;
   t.gemm_x8[static_cast<int>(GgmlType::Q6_K)] = Dispatch<KQ6_K>::run;
+  // Prefill of packed Q6_K: decoded once per matmul (values code - 32, within gemm_decoded8's 63),
+  // then gemm_decoded8, which gives the packed kernel's bits.
+  t.decode_packed8[static_cast<int>(GgmlType::Q6_K)] = decode_packed8_q6_k;
   t.gemm_x8[static_cast<int>(GgmlType::F16)] = Dispatch<KF16>::run;
   t.gemm_x8[static_cast<int>(GgmlType::BF16)] = Dispatch<KBF16>::run;
   t.gemm_x8[static_cast<int>(GgmlType::IQ4_XS)] = Dispatch<KIQ4_XS>::run;
