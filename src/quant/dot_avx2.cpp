@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <array>
+#include <type_traits>
 #include <cmath>
 
 #include "backend/thread_scratch.h"
@@ -1451,9 +1452,13 @@ void decode_rows8_codes(int n, const uint8_t* rows, size_t row_stride, int nrows
 }
 
 // Values up to 63 in magnitude (the largest, IQ3's grid, reaches 62): two maddubs results
-// (each pair below 2*63*127) sum exactly in 16 bits before madd applies the sub-scale. With
+// (each pair below 2*63*128) sum exactly in 16 bits before madd applies the sub-scale. With
 // kMin (Q2_K), the min term of dotq_codes_tile, lane by lane.
-template <int NT, bool kMin>
+// kOff >= 0: every value v satisfies 0 <= u = v + kOff <= kMaxU <= 63 (DecodedRange below), so
+// maddubs takes u as its unsigned operand with the activations as they are (no sign steps per
+// token), and kOff * (the sub-scaled 16-value activation sums) comes off the block's integer
+// total: the same total, so the same bits. kOff < 0: |v| and the activations signed by v.
+template <int NT, bool kMin, int kOff, int kMaxU>
 void gemm_decoded8_n(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {
   const auto* b = reinterpret_cast<const DecodedX8Block*>(w);
   __m256 acc[NT], mins[NT];
@@ -1466,16 +1471,54 @@ void gemm_decoded8_n(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
     STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
     for (int j = 0; j < 16; ++j) {
       const __m256i scv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(B.sc[j]));
+      if constexpr (kOff >= 0 && kMaxU <= 31) {
+        // u <= 31: the four maddubs results of a sub-block (each pair below 2*31*128) sum
+        // exactly in 16 bits, so one madd applies its sub-scale.
+        const __m256i off = _mm256_set1_epi8(static_cast<char>(kOff));
+        __m256i u[4];
+        STRATA_UNROLL for (int k = 0; k < 4; ++k) u[k] = _mm256_add_epi8(load32(B.v[4 * j + k]), off);
+        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+          const int8_t* x = y[t]->qs + 16 * j;
+          const __m256i s01 = _mm256_add_epi16(_mm256_maddubs_epi16(u[0], bcast4(x)), _mm256_maddubs_epi16(u[1], bcast4(x + 4)));
+          const __m256i s23 = _mm256_add_epi16(_mm256_maddubs_epi16(u[2], bcast4(x + 8)), _mm256_maddubs_epi16(u[3], bcast4(x + 12)));
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_add_epi16(s01, s23), scv));
+          STRATA_KEEP(isum[t]);
+        }
+        continue;
+      }
       STRATA_UNROLL for (int h = 0; h < 2; ++h) {
         const int G = 4 * j + 2 * h;
         const __m256i c0 = load32(B.v[G]), c1 = load32(B.v[G + 1]);
-        const __m256i a0 = _mm256_sign_epi8(c0, c0), a1 = _mm256_sign_epi8(c1, c1);
-        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
-          const __m256i p0 = _mm256_maddubs_epi16(a0, _mm256_sign_epi8(bcast4(y[t]->qs + 4 * G), c0));
-          const __m256i p1 = _mm256_maddubs_epi16(a1, _mm256_sign_epi8(bcast4(y[t]->qs + 4 * G + 4), c1));
-          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_add_epi16(p0, p1), scv));
-          STRATA_KEEP(isum[t]);
+        if constexpr (kOff >= 0) {
+          const __m256i off = _mm256_set1_epi8(static_cast<char>(kOff));
+          const __m256i u0 = _mm256_add_epi8(c0, off), u1 = _mm256_add_epi8(c1, off);
+          STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+            const __m256i p0 = _mm256_maddubs_epi16(u0, bcast4(y[t]->qs + 4 * G));
+            const __m256i p1 = _mm256_maddubs_epi16(u1, bcast4(y[t]->qs + 4 * G + 4));
+            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_add_epi16(p0, p1), scv));
+            STRATA_KEEP(isum[t]);
+          }
+        } else {
+          const __m256i a0 = _mm256_sign_epi8(c0, c0), a1 = _mm256_sign_epi8(c1, c1);
+          STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+            const __m256i p0 = _mm256_maddubs_epi16(a0, _mm256_sign_epi8(bcast4(y[t]->qs + 4 * G), c0));
+            const __m256i p1 = _mm256_maddubs_epi16(a1, _mm256_sign_epi8(bcast4(y[t]->qs + 4 * G + 4), c1));
+            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_add_epi16(p0, p1), scv));
+            STRATA_KEEP(isum[t]);
+          }
         }
+      }
+    }
+    if constexpr (kOff > 0) {
+      __m256i sc_pairs[8];  // sub-scales of values 32p.. and 32p + 16.. of each row, as a madd pair
+      for (int p = 0; p < 8; ++p)
+        sc_pairs[p] = _mm256_blend_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(B.sc[2 * p])),
+                                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(B.sc[2 * p + 1])), 0xAA);
+      STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+        const int16_t* bs = y[t]->bsums;
+        __m256i s32 = _mm256_setzero_si256();
+        for (int p = 0; p < 8; ++p) s32 = _mm256_add_epi32(s32, _mm256_madd_epi16(sc_pairs[p], bcast_pair(bs[2 * p], bs[2 * p + 1])));
+        isum[t] = _mm256_sub_epi32(isum[t], _mm256_mullo_epi32(s32, _mm256_set1_epi32(kOff)));
       }
     }
     const __m256 dw = _mm256_loadu_ps(B.d);
@@ -1496,15 +1539,31 @@ void gemm_decoded8_n(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
   STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, _mm256_sub_ps(acc[t], mins[t]));
 }
 
-template <bool kMin>
+template <bool kMin, int kOff, int kMaxU>
 void gemm_decoded8(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo* xi, size_t xis, int ntok,
                    float* out) {
   switch (ntok) {
-    case 1: gemm_decoded8_n<1, kMin>(n, w, xq, xs, xi, xis, out); break;
-    case 2: gemm_decoded8_n<2, kMin>(n, w, xq, xs, xi, xis, out); break;
-    case 3: gemm_decoded8_n<3, kMin>(n, w, xq, xs, xi, xis, out); break;
-    default: gemm_decoded8_n<4, kMin>(n, w, xq, xs, xi, xis, out); break;
+    case 1: gemm_decoded8_n<1, kMin, kOff, kMaxU>(n, w, xq, xs, xi, xis, out); break;
+    case 2: gemm_decoded8_n<2, kMin, kOff, kMaxU>(n, w, xq, xs, xi, xis, out); break;
+    case 3: gemm_decoded8_n<3, kMin, kOff, kMaxU>(n, w, xq, xs, xi, xis, out); break;
+    default: gemm_decoded8_n<4, kMin, kOff, kMaxU>(n, w, xq, xs, xi, xis, out); break;
   }
+}
+
+// The offset that puts a format's decoded values in 0..63 and their largest then (gemm_decoded8_n's
+// kOff, kMaxU); off -1 where none does: the IQ2 grids (up to 43) and IQ3_XXS's (up to 62) reach
+// too far.
+struct DecodedRange {
+  int off, max_u;
+};
+template <typename F>
+constexpr DecodedRange decoded_range() {
+  if constexpr (std::is_same_v<F, ChunkQ3_K>) return {4, 7};                                          // -4..3
+  else if constexpr (std::is_same_v<F, ChunkIQ3_S>) return {15, 30};                                  // +-(1..15)
+  else if constexpr (std::is_same_v<F, ChunkIQ1_S> || std::is_same_v<F, ChunkIQ1_M>) return {9, 18};  // 8g + delta
+  else if constexpr (std::is_same_v<F, ChunkTQ1_0> || std::is_same_v<F, ChunkTQ2_0>) return {1, 2};   // -1..1
+  else if constexpr (std::is_same_v<F, ChunkQ2_K>) return {0, 3};                                      // codes 0..3
+  else return {-1, 0};
 }
 
 template <typename F>
@@ -1573,13 +1632,14 @@ void fill_avx2_int_kernels(KernelTable& t) {
   // Prefill of the lookup-bound formats: 8 rows decoded at once.
 #define STRATA_DECODED(T)                                                         \
   t.decode_rows8[static_cast<int>(GgmlType::T)] = decode_rows8_codes<Chunk##T>; \
-  t.gemm_decoded8[static_cast<int>(GgmlType::T)] = gemm_decoded8<has_min<Chunk##T>>;
+  t.gemm_decoded8[static_cast<int>(GgmlType::T)] =                               \
+      gemm_decoded8<has_min<Chunk##T>, decoded_range<Chunk##T>().off, decoded_range<Chunk##T>().max_u>;
   STRATA_DECODED(IQ2_XXS) STRATA_DECODED(IQ2_XS) STRATA_DECODED(IQ2_S) STRATA_DECODED(IQ3_XXS) STRATA_DECODED(IQ3_S)
   STRATA_DECODED(IQ1_S) STRATA_DECODED(IQ1_M) STRATA_DECODED(TQ1_0) STRATA_DECODED(TQ2_0) STRATA_DECODED(Q3_K) STRATA_DECODED(Q2_K)
 #undef STRATA_DECODED
   // Packed Q6_K decoded (gemm_x8_avx2.cpp: decode_packed8): the same integer totals and final
   // multiply-add per block as its packed kernel.
-  t.gemm_decoded8[static_cast<int>(GgmlType::Q6_K)] = gemm_decoded8<false>;
+  t.gemm_decoded8[static_cast<int>(GgmlType::Q6_K)] = gemm_decoded8<false, 32, 63>;  // codes 0..63
 }
 
 }  // namespace strata
