@@ -6,6 +6,8 @@
 
 #include <immintrin.h>
 
+#include <cstdint>
+
 namespace strata {
 
 namespace {
@@ -38,6 +40,37 @@ constexpr auto kSignedChunk = [](__m256i x, __m256i y) {
 // The same for unsigned 4-bit codes (Q4_0), summed in 16 bits: maddubs and add.
 constexpr auto kUnsignedChunk = [](__m256i x, __m256i y) { return _mm256_add_epi16(x, _mm256_maddubs_epi16(y, x)); };
 
+// f16 cells as the attention kernels read them (attn_scores_f16, attn_values_f16), from a buffer
+// that stays in L1: eight conversions of 8 values a step (items: conversions), and a step of two
+// query rows against four 8-value vectors, each converted once and feeding a multiply and a
+// separate add per row (items: multiply-add pairs, eight a step).
+alignas(64) uint16_t g_cells[2048];
+void f16_conversions(long steps) {
+  __m256 a[8];
+  for (long n = 0; n < steps; ++n) {
+    const uint16_t* p = g_cells + (n & 31) * 64;
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) a[i] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8 * i)));
+    __asm__ volatile("" : "+x"(a[0]), "+x"(a[1]), "+x"(a[2]), "+x"(a[3]), "+x"(a[4]), "+x"(a[5]), "+x"(a[6]), "+x"(a[7]));
+  }
+}
+void attention_step(long steps) {
+  __m256 a[8];
+  for (auto& x : a) x = _mm256_setzero_ps();
+  __m256 q0 = _mm256_set1_ps(0.5f), q1 = _mm256_set1_ps(0.25f);
+  __asm__ volatile("" : "+x"(q0), "+x"(q1));
+  for (long n = 0; n < steps; ++n) {
+    const uint16_t* p = g_cells + (n & 63) * 32;
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m256 k = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8 * c)));
+      a[2 * c] = _mm256_add_ps(a[2 * c], _mm256_mul_ps(q0, k));
+      a[2 * c + 1] = _mm256_add_ps(a[2 * c + 1], _mm256_mul_ps(q1, k));
+    }
+    __asm__ volatile("" : "+x"(a[0]), "+x"(a[1]), "+x"(a[2]), "+x"(a[3]), "+x"(a[4]), "+x"(a[5]), "+x"(a[6]), "+x"(a[7]));
+  }
+}
+
 const IsaChain kChains[] = {
     {"Isa/vpmaddubsw", chains<decltype(kMaddubs)>},
     {"Isa/vpmaddwd", chains<decltype(kMaddwd)>},
@@ -45,6 +78,8 @@ const IsaChain kChains[] = {
     {"Isa/vfmadd231ps", chains<decltype(kFma)>},
     {"Isa/signed_chunk", chains<decltype(kSignedChunk)>},
     {"Isa/unsigned_chunk", chains<decltype(kUnsignedChunk)>},
+    {"Isa/vcvtph2ps_f16_cells", f16_conversions},
+    {"Isa/attention_step", attention_step},
 };
 
 }  // namespace

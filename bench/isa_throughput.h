@@ -1,5 +1,5 @@
 // Instruction throughput loops compiled for AVX2 (isa_throughput.cpp): call them only where the
-// CPU has AVX2 and FMA. That file holds the loops alone, with no benchmark code: any inline
+// CPU has AVX2, FMA and F16C. That file holds the loops alone, with no benchmark code: any inline
 // function it compiled out of line would be compiled for AVX2 and might be the copy the linker
 // keeps for the whole binary.
 #pragma once

@@ -317,7 +317,7 @@ void BM_IsaChain(benchmark::State& state, void (*run)(long)) {
 }
 
 const bool kRegistered = [] {
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
     int n = 0;
     const IsaChain* chains = isa_chains(&n);
     for (int i = 0; i < n; ++i) benchmark::RegisterBenchmark(chains[i].name, BM_IsaChain, chains[i].run);
