@@ -12,7 +12,9 @@ void fill_avx2_gemm_x8(KernelTable& t) {
   t.gemm_x8[static_cast<int>(GgmlType::IQ4_NL)] = Dispatch<KIQ4_NL>::run;
   t.gemm_x8[static_cast<int>(GgmlType::Q2_K)] = Dispatch<KQ2_K>::run;
   t.gemm_x8[static_cast<int>(GgmlType::Q3_K)] = Dispatch<KQ3_K>::run;
-  // Prefill of packed Q3_K: decoded once per matmul, then gemm_decoded8 (dot_avx2.cpp).
+  // Prefill of packed Q2_K and Q3_K: decoded once per matmul, then gemm_decoded8 (dot_avx2.cpp),
+  // whose unsigned path measured faster than their packed kernels on several tokens.
+  t.decode_packed8[static_cast<int>(GgmlType::Q2_K)] = decode_packed8_q23<BlockQ2_Kx8>;
   t.decode_packed8[static_cast<int>(GgmlType::Q3_K)] = decode_packed8_q23<BlockQ3_Kx8>;
   t.gemm_x8[static_cast<int>(GgmlType::TQ2_0)] = Dispatch<KTQ2_0>::run;
   t.gemm_x8[static_cast<int>(GgmlType::Q4_K)] = Dispatch<KQ4_K>::run;

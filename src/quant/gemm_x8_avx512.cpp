@@ -585,8 +585,8 @@ void fill_avx512_gemm_x8(KernelTable& t) {
   t.groups_per_call[static_cast<int>(GgmlType::F16)] = 4;
   t.groups_per_call[static_cast<int>(GgmlType::BF16)] = 4;
   // Prefill of every format with decoded rows, 16 tokens per register; and of the packed formats
-  // whose prefill measured faster decoded so than through their packed kernel (AVX2's packed Q2_K
-  // kernel was faster than gemm_decoded8, so only here). Min ms of 4-6 alternated runs of
+  // whose prefill measured faster decoded so than through their packed kernel (AVX2 decodes packed
+  // Q2_K, Q3_K and Q6_K too, for gemm_decoded8). Min ms of 4-6 alternated runs of
   // strata_microbench Matmul/<format> (128 tokens, one thread), packed kernel -> token bands:
   // Q2_K 5.30 -> 5.20, Q5_K 6.42 -> 5.45, Q6_K 7.27 -> 5.11, IQ4_XS 8.26 -> 4.08; Q4_K 5.52 -> 6.12,
   // so Q4_K keeps its packed kernel.
