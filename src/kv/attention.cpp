@@ -35,7 +35,7 @@ struct TokenChunk {
   PartialView out;
 };
 
-// One head's encoded vector of a cell, a cache line at a time.
+// One head's encoded vectors of consecutive cells, a cache line at a time.
 inline void prefetch_cell(const uint8_t* p, size_t bytes) {
   for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off);
 }
@@ -108,8 +108,7 @@ void chunk_partials(const KvStore& store, const KernelTable& kt, SeqId s, int la
     if (nc <= 0) continue;
     const uint8_t* first_k = pv.k_at(kv_head, c0 - pv.first);
     if (keys_in_place) {
-      if (ahead)
-        for (int i = 0; i < nc; ++i) prefetch_cell(next.k_at(kv_head, i), kh);
+      if (ahead) prefetch_cell(next.k_at(kv_head, 0), nc * kh);  // the head's cells are one run
       kt.attn_scores_f16(dk, nc, reinterpret_cast<const uint16_t*>(first_k), dk, qs, rows, scores, P);
     } else {
       for (int i = 0; i < nc; ++i) {

@@ -1471,41 +1471,33 @@ void gemm_decoded8_n(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
     STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
     for (int j = 0; j < 16; ++j) {
       const __m256i scv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(B.sc[j]));
-      if constexpr (kOff >= 0 && kMaxU <= 31) {
-        // u <= 31: the four maddubs results of a sub-block (each pair below 2*31*128) sum
-        // exactly in 16 bits, so one madd applies its sub-scale.
+      if constexpr (kOff >= 0) {
+        // u <= 31: a sub-block's four maddubs results (each pair below 2*31*128) sum exactly in
+        // 16 bits before one madd applies its sub-scale; u <= 63: two at a time.
+        constexpr int kPerMadd = kMaxU <= 31 ? 4 : 2;
         const __m256i off = _mm256_set1_epi8(static_cast<char>(kOff));
-        __m256i u[4];
-        STRATA_UNROLL for (int k = 0; k < 4; ++k) u[k] = _mm256_add_epi8(load32(B.v[4 * j + k]), off);
-        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
-          const int8_t* x = y[t]->qs + 16 * j;
-          const __m256i s01 = _mm256_add_epi16(_mm256_maddubs_epi16(u[0], bcast4(x)), _mm256_maddubs_epi16(u[1], bcast4(x + 4)));
-          const __m256i s23 = _mm256_add_epi16(_mm256_maddubs_epi16(u[2], bcast4(x + 8)), _mm256_maddubs_epi16(u[3], bcast4(x + 12)));
-          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_add_epi16(s01, s23), scv));
-          STRATA_KEEP(isum[t]);
+        STRATA_UNROLL for (int k0 = 0; k0 < 4; k0 += kPerMadd) {
+          __m256i u[kPerMadd];
+          STRATA_UNROLL for (int k = 0; k < kPerMadd; ++k) u[k] = _mm256_add_epi8(load32(B.v[4 * j + k0 + k]), off);
+          STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+            const int8_t* x = y[t]->qs + 16 * j + 4 * k0;
+            __m256i s16 = _mm256_maddubs_epi16(u[0], bcast4(x));
+            STRATA_UNROLL for (int k = 1; k < kPerMadd; ++k) s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(u[k], bcast4(x + 4 * k)));
+            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16, scv));
+            STRATA_KEEP(isum[t]);
+          }
         }
         continue;
       }
       STRATA_UNROLL for (int h = 0; h < 2; ++h) {
         const int G = 4 * j + 2 * h;
         const __m256i c0 = load32(B.v[G]), c1 = load32(B.v[G + 1]);
-        if constexpr (kOff >= 0) {
-          const __m256i off = _mm256_set1_epi8(static_cast<char>(kOff));
-          const __m256i u0 = _mm256_add_epi8(c0, off), u1 = _mm256_add_epi8(c1, off);
-          STRATA_UNROLL for (int t = 0; t < NT; ++t) {
-            const __m256i p0 = _mm256_maddubs_epi16(u0, bcast4(y[t]->qs + 4 * G));
-            const __m256i p1 = _mm256_maddubs_epi16(u1, bcast4(y[t]->qs + 4 * G + 4));
-            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_add_epi16(p0, p1), scv));
-            STRATA_KEEP(isum[t]);
-          }
-        } else {
-          const __m256i a0 = _mm256_sign_epi8(c0, c0), a1 = _mm256_sign_epi8(c1, c1);
-          STRATA_UNROLL for (int t = 0; t < NT; ++t) {
-            const __m256i p0 = _mm256_maddubs_epi16(a0, _mm256_sign_epi8(bcast4(y[t]->qs + 4 * G), c0));
-            const __m256i p1 = _mm256_maddubs_epi16(a1, _mm256_sign_epi8(bcast4(y[t]->qs + 4 * G + 4), c1));
-            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_add_epi16(p0, p1), scv));
-            STRATA_KEEP(isum[t]);
-          }
+        const __m256i a0 = _mm256_sign_epi8(c0, c0), a1 = _mm256_sign_epi8(c1, c1);
+        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+          const __m256i p0 = _mm256_maddubs_epi16(a0, _mm256_sign_epi8(bcast4(y[t]->qs + 4 * G), c0));
+          const __m256i p1 = _mm256_maddubs_epi16(a1, _mm256_sign_epi8(bcast4(y[t]->qs + 4 * G + 4), c1));
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_add_epi16(p0, p1), scv));
+          STRATA_KEEP(isum[t]);
         }
       }
     }
