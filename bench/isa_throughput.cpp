@@ -1,7 +1,8 @@
 // Instruction throughput on this CPU (AVX2): eight independent chains of one operation, or of the
 // short sequences the int8 kernels are built from, so items/s is operations (or sequences) per
 // second. They show which execution ports bound a kernel: e.g. whether vpsignb competes with the
-// multiplies (it does on Zen 3), which sets the ceiling of the signed Q8_0 product.
+// multiplies (it does on Zen 3), which sets the ceiling of the signed Q8_0 product, or that a
+// 256-bit shift costs as much as a maddubs (Zen 1), so code building avoids shifts.
 #include "isa_throughput.h"
 
 #include <immintrin.h>
@@ -29,6 +30,12 @@ void chains(long steps) {
 constexpr auto kMaddubs = [](__m256i x, __m256i y) { return _mm256_maddubs_epi16(x, y); };
 constexpr auto kMaddwd = [](__m256i x, __m256i y) { return _mm256_madd_epi16(x, y); };
 constexpr auto kSign = [](__m256i x, __m256i y) { return _mm256_sign_epi8(x, y); };
+// The steps that build codes from packed bits: shifts, shuffles and masks.
+constexpr auto kShift = [](__m256i x, __m256i) { return _mm256_srli_epi16(x, 2); };
+constexpr auto kShuffle = [](__m256i x, __m256i y) { return _mm256_shuffle_epi8(y, x); };
+constexpr auto kAnd = [](__m256i x, __m256i y) { return _mm256_and_si256(x, y); };
+// maddubs then madd in one chain: whether the two share a pipe (their times add up if they do).
+constexpr auto kMaddubsMadd = [](__m256i x, __m256i y) { return _mm256_madd_epi16(_mm256_maddubs_epi16(y, x), y); };
 constexpr auto kFma = [](__m256i x, __m256i y) {
   const __m256 fy = _mm256_castsi256_ps(y);
   return _mm256_castps_si256(_mm256_fmadd_ps(_mm256_castsi256_ps(x), fy, fy));
@@ -75,6 +82,10 @@ const IsaChain kChains[] = {
     {"Isa/vpmaddubsw", chains<decltype(kMaddubs)>},
     {"Isa/vpmaddwd", chains<decltype(kMaddwd)>},
     {"Isa/vpsignb", chains<decltype(kSign)>},
+    {"Isa/vpsrlw", chains<decltype(kShift)>},
+    {"Isa/vpshufb", chains<decltype(kShuffle)>},
+    {"Isa/vpand", chains<decltype(kAnd)>},
+    {"Isa/vpmaddubsw_vpmaddwd", chains<decltype(kMaddubsMadd)>},
     {"Isa/vfmadd231ps", chains<decltype(kFma)>},
     {"Isa/signed_chunk", chains<decltype(kSignedChunk)>},
     {"Isa/unsigned_chunk", chains<decltype(kUnsignedChunk)>},
