@@ -30,12 +30,21 @@ def skip(msg):
     sys.exit(77)
 
 
-def build_peer(cache):
+# Where the CPU has AMX, the pinned peer's AMX kernels can die with SIGILL (seen on a 2-core
+# Xeon VM: tilezero in tinygemm_kernel_amx, an OpenMP worker); the peer is then rebuilt without
+# AMX (its AVX-512 VNNI kernels stay), in a build folder of its own, and the table says so.
+NO_AMX_FLAGS = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+
+
+def build_peer(cache, no_amx=False):
     """Returns the path of a llama-bench built from the pinned source package, building it once."""
     root = cache / "peer"
-    exe = root / "llama.cpp" / "build" / "bin" / "llama-bench"
+    build = "build-noamx" if no_amx else "build"
+    exe = root / "llama.cpp" / build / "bin" / "llama-bench"
     if exe.exists():
         return exe
+    if no_amx and (root / "llama.cpp" / "CMakeLists.txt").exists():
+        return compile_peer(root / "llama.cpp", build, exe, no_amx)
     root.mkdir(parents=True, exist_ok=True)
     dl = root / "download"
     if subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps",
@@ -53,18 +62,38 @@ def build_peer(cache):
             m.name = m.name[len(prefix):]
         # ".git" is a submodule pointer into the package's own repository, which is not there.
         tar.extractall(src, members=[m for m in members if m.name and m.name != ".git"], filter="data")
-    print("bench-peer: building llama-bench (a few minutes on 2 cores)", file=sys.stderr)
-    cfg = ["cmake", "-S", str(src), "-B", str(src / "build"), "-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=ON",
+    return compile_peer(src, build, exe, no_amx)
+
+
+def compile_peer(src, build, exe, no_amx):
+    print(f"bench-peer: building llama-bench{' without AMX' if no_amx else ''} (a few minutes on 2 cores)",
+          file=sys.stderr)
+    cfg = ["cmake", "-S", str(src), "-B", str(src / build), "-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=ON",
            "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TESTS=OFF"]
-    if subprocess.run(cfg, stdout=subprocess.DEVNULL).returncode != 0 or subprocess.run(
-            ["cmake", "--build", str(src / "build"), "-j2", "--target", "llama-bench"],
-            stdout=subprocess.DEVNULL).returncode != 0 or not exe.exists():
-        skip("building llama-bench failed")
+    if no_amx:
+        cfg += ["-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF",
+                f"-DCMAKE_C_FLAGS={NO_AMX_FLAGS}", f"-DCMAKE_CXX_FLAGS={NO_AMX_FLAGS}"]
+    # The peer's compiler warnings are its own: shown only when its build fails.
+    for cmd in (cfg, ["cmake", "--build", str(src / build), "-j2", "--target", "llama-bench"]):
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        if out.returncode != 0:
+            skip(f"building llama-bench failed:\n{out.stderr[-2000:]}")
+    if not exe.exists():
+        skip("building llama-bench failed: no llama-bench was made")
     return exe
+
+
+class Crashed(RuntimeError):
+    def __init__(self, msg, sig):
+        super().__init__(msg)
+        self.sig = sig
 
 
 def run_json(cmd):
     out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode < 0:
+        raise Crashed(f"{' '.join(cmd)} failed (killed by {signal.Signals(-out.returncode).name}):\n"
+                      f"{out.stderr[-2000:]}", -out.returncode)
     if out.returncode != 0:
         how = (f"killed by {signal.Signals(-out.returncode).name}" if out.returncode < 0
                else f"exit code {out.returncode}")
@@ -72,8 +101,15 @@ def run_json(cmd):
     return json.loads(out.stdout)
 
 
+class PeerCrashed(Crashed):
+    pass
+
+
 def peer_once(exe, model, a):
-    rows = run_json([str(exe), "-m", model, "-p", str(a.p), "-n", str(a.n), "-t", str(a.t), "-r", str(a.r), "-o", "json"])
+    try:
+        rows = run_json([str(exe), "-m", model, "-p", str(a.p), "-n", str(a.n), "-t", str(a.t), "-r", str(a.r), "-o", "json"])
+    except Crashed as e:
+        raise PeerCrashed(str(e), e.sig) from e
     pp = next(r["avg_ts"] for r in rows if r["n_prompt"] > 0)
     tg = next(r["avg_ts"] for r in rows if r["n_gen"] > 0)
     return pp, tg
@@ -86,6 +122,19 @@ def strata_once(exe, model, a):
     pp = run_json([exe, "bench", "-m", model, "-p", str(a.p), "-n", "0"] + common)
     tg = run_json([exe, "bench", "-m", model, "-p", "0", "-n", str(a.n)] + common)
     return pp["pp_tokens_per_s"], tg["tg_tokens_per_s"], tg["bandwidth_gbps"], tg["model_bytes_per_token"]
+
+
+def measure(a, exe):
+    samples = {m: {"peer": [], "strata": []} for m in a.models}
+    for rnd in range(a.rounds):
+        for m in a.models:
+            pp, tg = peer_once(exe, m, a)
+            samples[m]["peer"].append({"pp": pp, "tg": tg})
+            pp2, tg2, bw, bpt = strata_once(a.strata, m, a)
+            samples[m]["strata"].append({"pp": pp2, "tg": tg2, "bandwidth_gbps": bw, "bytes_per_token": bpt})
+            print(f"round {rnd + 1} {os.path.basename(m)}: peer pp {pp:.1f} tg {tg:.1f} | strata pp {pp2:.1f} "
+                  f"tg {tg2:.1f} (bandwidth {bw:.1f} GB/s)", file=sys.stderr, flush=True)
+    return samples
 
 
 def main():
@@ -104,15 +153,18 @@ def main():
     # Absolute paths: a bare relative name such as "strata" would otherwise be looked up in PATH.
     a.strata = os.path.abspath(a.strata)
     exe = pathlib.Path(a.llama_bench).resolve() if a.llama_bench else build_peer(cache)
-    samples = {m: {"peer": [], "strata": []} for m in a.models}
-    for rnd in range(a.rounds):
-        for m in a.models:
-            pp, tg = peer_once(exe, m, a)
-            samples[m]["peer"].append({"pp": pp, "tg": tg})
-            pp2, tg2, bw, bpt = strata_once(a.strata, m, a)
-            samples[m]["strata"].append({"pp": pp2, "tg": tg2, "bandwidth_gbps": bw, "bytes_per_token": bpt})
-            print(f"round {rnd + 1} {os.path.basename(m)}: peer pp {pp:.1f} tg {tg:.1f} | strata pp {pp2:.1f} "
-                  f"tg {tg2:.1f} (bandwidth {bw:.1f} GB/s)", file=sys.stderr, flush=True)
+    peer_name = PEER_PACKAGE if not a.llama_bench else str(exe)
+    try:
+        samples = measure(a, exe)
+    except PeerCrashed as e:
+        if a.llama_bench or e.sig != signal.SIGILL:
+            raise
+        print("bench-peer: the peer died with SIGILL; measuring every model again with a build without AMX",
+              file=sys.stderr, flush=True)
+        exe = build_peer(cache, no_amx=True)
+        peer_name += " (built without AMX)"
+        samples = measure(a, exe)
+    print(f"peer: {peer_name}")
     med = lambda xs: statistics.median(xs)
     summary = {}
     print(f"| model | peer pp | strata pp | pp ratio | peer tg | strata tg | tg ratio | strata tg GB/s | bandwidth GB/s |")
@@ -128,7 +180,7 @@ def main():
               f"{tg_s / tg_p:.2f} | {gbps:.1f} | {bw:.1f} |")
     if a.json:
         print(json.dumps({"settings": {"p": a.p, "n": a.n, "t": a.t, "r": a.r, "rounds": a.rounds,
-                                       "peer": PEER_PACKAGE if not a.llama_bench else str(exe)}, "models": summary}))
+                                       "peer": peer_name}, "models": summary}))
 
 
 if __name__ == "__main__":

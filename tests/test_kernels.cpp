@@ -418,10 +418,13 @@ TEST(PackedLayouts, ValuesSitWhereTheHeaderSays) {
               got = t == GgmlType::F16 ? fp16_to_fp32(v) : bf16_to_fp32(v);
             } else if (t == GgmlType::Q6_K) {
               const auto& B = reinterpret_cast<const BlockQ6_Kx8*>(p)[k / 256];
-              const int j = k % 256, G = j % 128 / 4, H = j % 64 / 4, i = j % 4;
-              const int low = j < 128 ? B.ql[G * 32 + r * 4 + i] & 15 : B.ql[G * 32 + r * 4 + i] >> 4;
-              const int top = (B.qh[H * 32 + r * 4 + i] >> (2 * (j / 64))) & 3;
-              got = fp16_to_fp32(B.d[r]) * B.sc[j / 16][r] * ((low | top << 4) - 32);
+              // value j: plane m = j / 64 at H = j % 64 / 4; the last plane in the others' top bits
+              const int j = k % 256, H = j % 64 / 4, m = j / 64, at = r * 4 + j % 4;
+              int code = 0;
+              if (m < 3) code = B.q[(3 * H + m) * 32 + at] & 63;
+              else
+                for (int p = 0; p < 3; ++p) code |= (B.q[(3 * H + p) * 32 + at] >> 6) << (2 * p);
+              got = fp16_to_fp32(B.d[r]) * B.sc[j / 16][r] * (code - 32);
             } else {
               const int j = k % 32, b = j % 16;
               const auto read = [&](const auto& B) {

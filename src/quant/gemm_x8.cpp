@@ -231,24 +231,27 @@ void put_bits8(const uint8_t* bit, int r, uint8_t* hm) {
   }
 }
 
-// Q6_K straight from the file's bit planes, 8 bytes at a time (two 4-byte places). Half h of the
-// file block keeps the low nibbles of its codes l and l + 64 in ql[64h + l] (l < 64) and the top
-// bits of its codes l, l + 32, l + 64, l + 96 at bits 0, 2, 4, 6 of qh[32h + l] (l < 32).
+// Q6_K: the row's 256 codes first spelled out as bytes, 8 at a time from the file's bit planes
+// (half h of the file block keeps the low nibbles of its codes l and l + 64 in ql[64h + l], l < 64,
+// and the top bits of its codes l, l + 32, l + 64, l + 96 at bits 0, 2, 4, 6 of qh[32h + l], l < 32),
+// then placed 8 at a time (groups H and H + 1 of each plane p).
 void pack_q6_k_row(BlockQ6_Kx8& o, int r, const BlockQ6_K& b) {
-  constexpr uint64_t k0F = 0x0F0F0F0F0F0F0F0Full, k03 = 0x0303030303030303ull, k0C = 0x0C0C0C0C0C0C0C0Cull;
+  constexpr uint64_t k0F = 0x0F0F0F0F0F0F0F0Full, k03 = 0x0303030303030303ull;
   o.d[r] = b.d;
   for (int s = 0; s < 16; ++s) o.sc[s][r] = b.scales[s];
-  for (int q = 0; q < 8; ++q) {  // packed ql bytes p = 8q..8q+7 (codes p | 128 + p) and p + 64 (codes p + 64 | 192 + p)
-    const uint64_t a = load8(b.ql + 8 * q), c = load8(b.ql + 64 + 8 * q);
-    store8_split((a & k0F) | (c & k0F) << 4, o.ql + (2 * q) * 32 + r * 4, o.ql + (2 * q + 1) * 32 + r * 4);
-    store8_split((a >> 4 & k0F) | (c & ~k0F), o.ql + (16 + 2 * q) * 32 + r * 4, o.ql + (17 + 2 * q) * 32 + r * 4);
-  }
-  for (int q = 0; q < 4; ++q) {  // packed qh bytes t = 8q..8q+7 and t + 32 (top bits of codes t, 64 + t, 128 + t, 192 + t)
-    const uint64_t a = load8(b.qh + 8 * q), c = load8(b.qh + 32 + 8 * q);
-    store8_split((a & k03) | (a >> 2 & k0C) | (c & k03) << 4 | (c << 2 & k0C << 4),
-                 o.qh + (2 * q) * 32 + r * 4, o.qh + (2 * q + 1) * 32 + r * 4);
-    store8_split((a >> 2 & k03) | (a >> 4 & k0C) | (c << 2 & k03 << 4) | (c & k0C << 4),
-                 o.qh + (8 + 2 * q) * 32 + r * 4, o.qh + (9 + 2 * q) * 32 + r * 4);
+  alignas(8) uint8_t code[256];
+  for (int h = 0; h < 2; ++h)
+    for (int l = 0; l < 32; l += 8) {
+      const uint64_t a = load8(b.ql + 64 * h + l), c = load8(b.ql + 64 * h + 32 + l), t = load8(b.qh + 32 * h + l);
+      const uint64_t v[4] = {(a & k0F) | (t & k03) << 4, (c & k0F) | (t >> 2 & k03) << 4, (a >> 4 & k0F) | (t >> 4 & k03) << 4,
+                             (c >> 4 & k0F) | (t >> 6 & k03) << 4};
+      for (int k = 0; k < 4; ++k) std::memcpy(code + 128 * h + 32 * k + l, &v[k], 8);
+    }
+  for (int H = 0; H < 16; H += 2) {
+    const uint64_t g3 = load8(code + 4 * (H + 48));
+    for (int p = 0; p < 3; ++p)
+      store8_split(load8(code + 4 * (H + 16 * p)) | (g3 >> (2 * p) & k03) << 6, o.q + (3 * H + p) * 32 + r * 4,
+                   o.q + (3 * (H + 1) + p) * 32 + r * 4);
   }
 }
 
@@ -610,11 +613,11 @@ struct SumQ6_K {
     int32_t off = 0;
     for (int s = 0; s < 16; ++s) off += b.sc[s][r] * y.bsums[s];
     return scaled_sums<16>(y, [&](int s) { return b.sc[s][r]; }, [&](int k) {
-      const int G = k / 4, i = k % 4;
-      const uint8_t lo = b.ql[(G % 32) * 32 + r * 4 + i];
-      const int low4 = G < 32 ? (lo & 15) : (lo >> 4);
-      const int high2 = (b.qh[(G % 16) * 32 + r * 4 + i] >> (2 * (G / 16))) & 3;
-      return low4 | high2 << 4;
+      const int G = k / 4, H = G % 16, m = G / 16, at = r * 4 + k % 4;
+      if (m < 3) return b.q[(3 * H + m) * 32 + at] & 63;
+      int code = 0;
+      for (int p = 0; p < 3; ++p) code |= (b.q[(3 * H + p) * 32 + at] >> 6) << (2 * p);
+      return code;
     }) - 32 * off;
   }
 };

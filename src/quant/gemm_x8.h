@@ -21,8 +21,9 @@
 //   Q3_K: d[8], scales minus 32 sc[sub][r], qs as Q2_K's, and hm[g*32 + r*4 + i] = high-mask
 //         byte 4g+i of row r (g 0..7), whose bit 4h+j belongs to value 128h + 32j + 4g + i
 //   TQ2_0: d[8], qs as Q2_K's (value = code - 1)
-//   Q6_K: d[8], sc[16][r], ql[G*32 + r*4 + i] = low 4 bits of codes 4G+i | 128+4G+i (G 0..31),
-//         qh[H*32 + r*4 + i] = top 2 bits of codes 4(H+16m)+i at bits 2m (H 0..15, m 0..3)
+//   Q6_K: d[8], sc[16][r], q[(3H+p)*32 + r*4 + i] = code 4(H+16p)+i at bits 0-5 and bits 2p, 2p+1
+//         of code 4(H+48)+i at bits 6-7 (H 0..15, p 0..2): three planes' codes take one and
+//         each, the fourth's come from the three top pairs
 //   IQ4_XS: d[8], sub-block scales minus 32 as signed bytes sc[sub][r], and
 //         qs[sub*128 + g*32 + r*4 + i] = byte 16*sub+4g+i of row r (low nibble: value
 //         32*sub+4g+i, high: 32*sub+16+4g+i), nibbles indexing the IQ4_NL levels
@@ -74,7 +75,7 @@ struct BlockQ5_Kx8 { uint16_t d[8], dmin[8]; uint8_t sc[8][8], mn[8][8]; uint8_t
 struct BlockQ2_Kx8 { uint16_t d[8], dmin[8]; uint8_t sc[16][8]; uint8_t qs[512]; };
 struct BlockQ3_Kx8 { uint16_t d[8]; int8_t sc[16][8]; uint8_t hm[256]; uint8_t qs[512]; };
 struct BlockTQ2_0x8 { uint16_t d[8]; uint8_t qs[512]; };
-struct BlockQ6_Kx8 { uint16_t d[8]; int8_t sc[16][8]; uint8_t ql[1024]; uint8_t qh[512]; };
+struct BlockQ6_Kx8 { uint16_t d[8]; int8_t sc[16][8]; uint8_t q[1536]; };
 struct BlockIQ4_XSx8 { uint16_t d[8]; int8_t sc[8][8]; uint8_t qs[1024]; };
 struct BlockIQ2Levelsx8 { uint16_t d[8]; int8_t sc[16][8]; uint8_t hm[256]; uint8_t qs[512]; };
 struct BlockIQ2XXSLevelsx8 { uint16_t d[8]; int8_t sc[8][8]; uint8_t hm[256]; uint8_t qs[512]; };

@@ -318,7 +318,6 @@ template <int NT>
 void q6_k_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, float* out, size_t os) {
   const auto* b0 = reinterpret_cast<const BlockQ6_Kx8*>(w);
   const auto* b1 = reinterpret_cast<const BlockQ6_Kx8*>(w + gs);
-  const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
   __m512 acc[NT];
   STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
   for (int ib = 0; ib < n / 256; ++ib) {
@@ -334,12 +333,8 @@ void q6_k_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t
         __m512i s32[NT];
         STRATA_UNROLL for (int t = 0; t < NT; ++t) s32[t] = _mm512_setzero_si512();
         STRATA_UNROLL for (int h = 4 * q; h < 4 * q + 4; ++h) {
-          const int lq = (h + 16 * (m & 1)) * 32;
-          const __m512i l = join256(load256(B0.ql + lq), load256(B1.ql + lq));
-          const __m512i hb = join256(load256(B0.qh + h * 32), load256(B1.qh + h * 32));
-          const __m512i lo = (m & 2) ? _mm512_and_si512(_mm512_srli_epi16(l, 4), m4) : _mm512_and_si512(l, m4);
-          const __m512i hi = m == 0 ? _mm512_slli_epi16(hb, 4) : m == 1 ? _mm512_slli_epi16(hb, 2) : m == 2 ? hb : _mm512_srli_epi16(hb, 2);
-          const __m512i c = _mm512_or_si512(lo, _mm512_and_si512(hi, m30));
+          // each group's codes as the 256-bit kernels make them (q6_k_codes)
+          const __m512i c = join256(q6_k_codes(B0, h, m), q6_k_codes(B1, h, m));
           const int G = h + 16 * m;
           STRATA_UNROLL for (int t = 0; t < NT; ++t) {
             int32_t x4;

@@ -701,14 +701,18 @@ inline void decode_packed8_iq1(int n, const uint8_t* w, uint8_t* out) {
   }
 }
 
-// Codes of group h + 16m of a Q6_K x8 block: low nibbles of ql[h + 16 (m & 1)] (high nibbles
-// for m >= 2) and bits 2m, 2m + 1 of qh[h] as bits 4, 5.
+// Codes of group h + 16m of a Q6_K x8 block: the low 6 bits of q plane m at h (m < 3), or the
+// top bit pairs of the three planes at h put together (m = 3; 16-bit shifts after the and, so no
+// bit crosses into the next byte). Three ands and one code of three shifts, three ands and two ors
+// per four groups, where nibble and top-bit planes took 17 operations, five of them shifts.
 inline __m256i q6_k_codes(const BlockQ6_Kx8& B, int h, int m) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
-  const __m256i l = load256(B.ql + (h + 16 * (m & 1)) * 32), hb = load256(B.qh + h * 32);
-  const __m256i lo = (m & 2) ? _mm256_and_si256(_mm256_srli_epi16(l, 4), m4) : _mm256_and_si256(l, m4);
-  const __m256i hi = m == 0 ? _mm256_slli_epi16(hb, 4) : m == 1 ? _mm256_slli_epi16(hb, 2) : m == 2 ? hb : _mm256_srli_epi16(hb, 2);
-  return _mm256_or_si256(lo, _mm256_and_si256(hi, m30));
+  const uint8_t* q = B.q + 3 * h * 32;
+  if (m < 3) return _mm256_and_si256(load256(q + 32 * m), _mm256_set1_epi8(0x3F));
+  const __m256i top = _mm256_set1_epi8(static_cast<char>(0xC0));
+  const __m256i p0 = _mm256_srli_epi16(_mm256_and_si256(load256(q), top), 6);
+  const __m256i p1 = _mm256_srli_epi16(_mm256_and_si256(load256(q + 32), top), 4);
+  const __m256i p2 = _mm256_srli_epi16(_mm256_and_si256(load256(q + 64), top), 2);
+  return _mm256_or_si256(_mm256_or_si256(p0, p1), p2);
 }
 
 // Q6_K: codes up to 63, so two maddubs results (2 * 2*63*127 = 32004) sum exactly in 16 bits
@@ -1005,22 +1009,15 @@ void decode_packed8_q45_k(int n, const uint8_t* w, uint8_t* out) {
 inline void decode_packed8_q6_k(int n, const uint8_t* w, uint8_t* out) {
   const auto* b = reinterpret_cast<const BlockQ6_Kx8*>(w);
   auto* db = reinterpret_cast<DecodedX8Block*>(out);
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
+  const __m256i k32 = _mm256_set1_epi8(32);
   for (int ib = 0; ib < n / 256; ++ib) {
     const BlockQ6_Kx8& B = b[ib];
     DecodedX8Block& D = db[ib];
     _mm256_storeu_ps(D.d, load_d8(B.d));
     for (int s = 0; s < 16; ++s) _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.sc[s]), row_bytes_paired<true>(B.sc[s]));
-    for (int h = 0; h < 16; ++h) {
-      const __m256i l0 = load256(B.ql + h * 32), l1 = load256(B.ql + (h + 16) * 32), hb = load256(B.qh + h * 32);
-      const __m256i c[4] = {
-          _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30)),
-          _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m30)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30))};
+    for (int h = 0; h < 16; ++h)
       for (int m = 0; m < 4; ++m)
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.v[h + 16 * m]), _mm256_sub_epi8(c[m], k32));
-    }
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.v[h + 16 * m]), _mm256_sub_epi8(q6_k_codes(B, h, m), k32));
     clear_mins(D);
   }
 }
