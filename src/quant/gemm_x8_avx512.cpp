@@ -416,6 +416,65 @@ void iq4_xs_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size
   STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + os * t, acc[t]);
 }
 
+// ---- IQ2_XXS, IQ2_XS, IQ2_S grown (BlockIQ2XXSLevelsx8, BlockIQ2Levelsx8): two groups per call ----
+// The levels come from the same shuffle as in gemm_iq2_levels; AVX-512 has no vpsignb, so each
+// value's sign bit becomes a mask (vptestmb) under which the broadcast activations are negated,
+// and vpdpbusd sums four products into 32 bits, so one vpmulld per sub-scale row (32 values for
+// IQ2_XXS, 16 for the others) replaces the 16-bit sums and their madds. Integer totals are exact
+// either way, so the bits are those of the 256-bit kernel.
+template <typename Packed, int NT>
+void iq2_levels_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, float* out, size_t os) {
+  const auto* b0 = reinterpret_cast<const Packed*>(w);
+  const auto* b1 = reinterpret_cast<const Packed*>(w + gs);
+  const __m512i levels = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq2LevelsByPair.data())));
+  const __m512i m03 = _mm512_set1_epi8(0x03), m0c = _mm512_set1_epi8(0x0C), zero = _mm512_setzero_si512();
+  constexpr int kQs = iq2_scale_row<Packed>(1) == iq2_scale_row<Packed>(0) ? 2 : 1;  // 16-value sub-blocks per scale row
+  __m512 acc[NT];
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+  for (int ib = 0; ib < n / 256; ++ib) {
+    const Packed& B0 = b0[ib];
+    const Packed& B1 = b1[ib];
+    prefetch_pair_ahead(b0 + ib, gs);
+    const BlockQ8_K* y[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
+    __m512i isum[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
+    STRATA_UNROLL for (int h = 0; h < 2; ++h) STRATA_UNROLL for (int j = 0; j < 4; ++j) {
+      const __m512i sign_bit = _mm512_set1_epi8(static_cast<char>(1 << (4 * h + j)));  // as in gemm_iq2_levels
+      STRATA_UNROLL for (int q0 = 0; q0 < 2; q0 += kQs) {
+        __m512i s32[NT];
+        STRATA_UNROLL for (int t = 0; t < NT; ++t) s32[t] = zero;
+        STRATA_UNROLL for (int q = q0; q < q0 + kQs; ++q) {
+          const int s = 8 * h + 2 * j + q;  // sub-block: groups g8 = 4q..4q+3
+          STRATA_UNROLL for (int k = 0; k < 4; ++k) {
+            const int g8 = 4 * q + k, o = (8 * h + g8) * 32;
+            const __m512i v = join256(load256(B0.qs + o), load256(B1.qs + o));
+            const __m512i a = _mm512_shuffle_epi8(levels, _mm512_and_si512(j >= 2 ? _mm512_srli_epi16(v, 4) : v, j % 2 ? m0c : m03));
+            const __mmask64 neg = _mm512_test_epi8_mask(join256(load256(B0.hm + g8 * 32), load256(B1.hm + g8 * 32)), sign_bit);
+            STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+              int32_t x4;
+              std::memcpy(&x4, y[t]->qs + 16 * s + 4 * k, 4);
+              const __m512i x = _mm512_set1_epi32(x4);
+              s32[t] = _mm512_dpbusd_epi32(s32[t], a, _mm512_mask_sub_epi8(x, neg, zero, x));
+              STRATA_KEEP(s32[t]);
+            }
+          }
+        }
+        const int row = iq2_scale_row<Packed>(8 * h + 2 * j + q0);
+        const __m512i sc = bytes16_i32(B0.sc[row], B1.sc[row]);
+        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+          isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(s32[t], sc));
+          STRATA_KEEP(isum[t]);
+        }
+      }
+    }
+    const __m512 dw = _mm512_mul_ps(load_d16(B0.d, B1.d), _mm512_set1_ps(0.125f));
+    STRATA_UNROLL for (int t = 0; t < NT; ++t)
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(y[t]->d)), _mm512_cvtepi32_ps(isum[t]), acc[t]);
+  }
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + os * t, acc[t]);
+}
+
 // G = 1 through the 256-bit kernel K (a GemmX8Fn), G = 2 through the pair P.
 template <auto K, auto P, int G, int NT>
 void k_groups_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, const Q8BlockInfo* xi, size_t xis,
@@ -445,6 +504,12 @@ template <int G, int NT> struct GQ4_Kx16 { static constexpr auto f = q45_k_group
 template <int G, int NT> struct GQ5_Kx16 { static constexpr auto f = q45_k_groups_512<BlockQ5_Kx8, G, NT>; };
 template <int G, int NT> struct GQ6_Kx16 { static constexpr auto f = k_groups_512<gemm_q6_k<NT>, q6_k_pair_512<NT>, G, NT>; };
 template <int G, int NT> struct GIQ4_XSx16 { static constexpr auto f = k_groups_512<gemm_nibble_values<IQ4_XSValues, NT>, iq4_xs_pair_512<NT>, G, NT>; };
+template <int G, int NT> struct GIQ2_XXSx16 {
+  static constexpr auto f = k_groups_512<gemm_iq2_levels<BlockIQ2XXSLevelsx8, NT>, iq2_levels_pair_512<BlockIQ2XXSLevelsx8, NT>, G, NT>;
+};
+template <int G, int NT> struct GIQ2x16 {
+  static constexpr auto f = k_groups_512<gemm_iq2_levels<BlockIQ2Levelsx8, NT>, iq2_levels_pair_512<BlockIQ2Levelsx8, NT>, G, NT>;
+};
 template <int G, int NT> struct GQ8_0x16 { static constexpr auto f = signed32_groups_512<Q8_0x16, Q8_0x8, G, NT>; };
 template <int G, int NT> struct GIQ4_NLx16 { static constexpr auto f = signed32_groups_512<IQ4_NLx16, IQ4_NLx8, G, NT>; };
 
@@ -562,6 +627,10 @@ void fill_avx512_gemm_x8(KernelTable& t) {
   t.gemm_groups[static_cast<int>(GgmlType::Q5_K)] = GroupsDispatch<GQ5_Kx16, 2>::run;
   t.gemm_groups[static_cast<int>(GgmlType::Q6_K)] = GroupsDispatch<GQ6_Kx16, 2>::run;
   t.gemm_groups[static_cast<int>(GgmlType::IQ4_XS)] = GroupsDispatch<GIQ4_XSx16, 2>::run;
+  t.gemm_groups[static_cast<int>(GgmlType::IQ2_XXS)] = GroupsDispatch<GIQ2_XXSx16, 2>::run;
+  t.gemm_groups[static_cast<int>(GgmlType::IQ2_XS)] = GroupsDispatch<GIQ2x16, 2>::run;
+  t.gemm_groups[static_cast<int>(GgmlType::IQ2_S)] = GroupsDispatch<GIQ2x16, 2>::run;
+  for (GgmlType ty : {GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S}) t.groups_per_call[static_cast<int>(ty)] = 2;
   t.groups_per_call[static_cast<int>(GgmlType::Q6_K)] = 2;
   t.groups_per_call[static_cast<int>(GgmlType::IQ4_XS)] = 2;
   t.groups_per_call[static_cast<int>(GgmlType::Q4_K)] = 2;
