@@ -475,6 +475,62 @@ void iq2_levels_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, 
   STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + os * t, acc[t]);
 }
 
+// ---- IQ3_XXS, IQ3_S grown (BlockIQ3Levelsx8): two groups per call ----
+// gemm_iq3_offset's unsigned offset codes straight into vpdpbusd; each 32-value sub-block's sum
+// loses its offset (kOffset times the activations' 32-value sum) before one vpmulld by the rows'
+// sub-scales. The same integer total as the 256-bit kernel's, which takes the offset off after
+// the block, so the same bits.
+template <typename L, int NT>
+void iq3_offset_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, float* out, size_t os) {
+  const auto* b0 = reinterpret_cast<const BlockIQ3Levelsx8*>(w);
+  const auto* b1 = reinterpret_cast<const BlockIQ3Levelsx8*>(w + gs);
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i codes = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(L::kCodes.data())));
+  __m512 acc[NT];
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+  for (int ib = 0; ib < n / 256; ++ib) {
+    const BlockIQ3Levelsx8& B0 = b0[ib];
+    const BlockIQ3Levelsx8& B1 = b1[ib];
+    prefetch_pair_ahead(b0 + ib, gs);
+    const BlockQ8_K* y[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
+    __m512i isum[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
+    for (int sub = 0; sub < 8; ++sub) {
+      __m512i s32[NT];
+      STRATA_UNROLL for (int t = 0; t < NT; ++t) s32[t] = _mm512_setzero_si512();
+      STRATA_UNROLL for (int g = 0; g < 4; ++g) {
+        const int o = sub * 128 + g * 32;
+        const __m512i v = join256(load256(B0.qs + o), load256(B1.qs + o));
+        const __m512i u0 = _mm512_shuffle_epi8(codes, _mm512_and_si512(v, m4));                         // values 4g..
+        const __m512i u1 = _mm512_shuffle_epi8(codes, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));  // 16+4g..
+        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+          const int8_t* x = y[t]->qs + 32 * sub + 4 * g;
+          int32_t x0, x1;
+          std::memcpy(&x0, x, 4);
+          std::memcpy(&x1, x + 16, 4);
+          s32[t] = _mm512_dpbusd_epi32(s32[t], u0, _mm512_set1_epi32(x0));
+          s32[t] = _mm512_dpbusd_epi32(s32[t], u1, _mm512_set1_epi32(x1));
+          STRATA_KEEP(s32[t]);
+        }
+      }
+      const __m512i sc = bytes16_i32(B0.sc[sub], B1.sc[sub]);
+      STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+        const int32_t off = L::kOffset * (y[t]->bsums[2 * sub] + y[t]->bsums[2 * sub + 1]);
+        isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_sub_epi32(s32[t], _mm512_set1_epi32(off)), sc));
+        STRATA_KEEP(isum[t]);
+      }
+    }
+    const __m512 dw = _mm512_mul_ps(load_d16(B0.d, B1.d), _mm512_set1_ps(L::kD));
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+      __m512i total = isum[t];
+      if constexpr (L::kDiv == 2) total = _mm512_add_epi32(total, total);
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(y[t]->d)), _mm512_cvtepi32_ps(total), acc[t]);
+    }
+  }
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + os * t, acc[t]);
+}
+
 // G = 1 through the 256-bit kernel K (a GemmX8Fn), G = 2 through the pair P.
 template <auto K, auto P, int G, int NT>
 void k_groups_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, const Q8BlockInfo* xi, size_t xis,
@@ -509,6 +565,12 @@ template <int G, int NT> struct GIQ2_XXSx16 {
 };
 template <int G, int NT> struct GIQ2x16 {
   static constexpr auto f = k_groups_512<gemm_iq2_levels<BlockIQ2Levelsx8, NT>, iq2_levels_pair_512<BlockIQ2Levelsx8, NT>, G, NT>;
+};
+template <int G, int NT> struct GIQ3_XXSx16 {
+  static constexpr auto f = k_groups_512<gemm_iq3_offset<IQ3_XXSOffset, NT>, iq3_offset_pair_512<IQ3_XXSOffset, NT>, G, NT>;
+};
+template <int G, int NT> struct GIQ3_Sx16 {
+  static constexpr auto f = k_groups_512<gemm_iq3_offset<IQ3_SOffset, NT>, iq3_offset_pair_512<IQ3_SOffset, NT>, G, NT>;
 };
 template <int G, int NT> struct GQ8_0x16 { static constexpr auto f = signed32_groups_512<Q8_0x16, Q8_0x8, G, NT>; };
 template <int G, int NT> struct GIQ4_NLx16 { static constexpr auto f = signed32_groups_512<IQ4_NLx16, IQ4_NLx8, G, NT>; };
@@ -630,7 +692,10 @@ void fill_avx512_gemm_x8(KernelTable& t) {
   t.gemm_groups[static_cast<int>(GgmlType::IQ2_XXS)] = GroupsDispatch<GIQ2_XXSx16, 2>::run;
   t.gemm_groups[static_cast<int>(GgmlType::IQ2_XS)] = GroupsDispatch<GIQ2x16, 2>::run;
   t.gemm_groups[static_cast<int>(GgmlType::IQ2_S)] = GroupsDispatch<GIQ2x16, 2>::run;
-  for (GgmlType ty : {GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S}) t.groups_per_call[static_cast<int>(ty)] = 2;
+  t.gemm_groups[static_cast<int>(GgmlType::IQ3_XXS)] = GroupsDispatch<GIQ3_XXSx16, 2>::run;
+  t.gemm_groups[static_cast<int>(GgmlType::IQ3_S)] = GroupsDispatch<GIQ3_Sx16, 2>::run;
+  for (GgmlType ty : {GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S, GgmlType::IQ3_XXS, GgmlType::IQ3_S})
+    t.groups_per_call[static_cast<int>(ty)] = 2;
   t.groups_per_call[static_cast<int>(GgmlType::Q6_K)] = 2;
   t.groups_per_call[static_cast<int>(GgmlType::IQ4_XS)] = 2;
   t.groups_per_call[static_cast<int>(GgmlType::Q4_K)] = 2;
