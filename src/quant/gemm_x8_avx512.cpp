@@ -531,6 +531,62 @@ void iq3_offset_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, 
   STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + os * t, acc[t]);
 }
 
+// ---- IQ1_S, IQ1_M grown (BlockIQ1Codesx8): two groups per call ----
+// gemm_iq1_codes' unsigned codes (iq1_deltas, iq1_codes on 512 bits) into vpdpbusd; each 16-value
+// sub-block's sum loses its offset (9 times the activations' 16-value sum) before one vpmulld by
+// the rows' sub-scale nibbles. The same integer total as the 256-bit kernel's, so the same bits.
+template <int NT>
+void iq1_codes_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, float* out, size_t os) {
+  const auto* b0 = reinterpret_cast<const BlockIQ1Codesx8*>(w);
+  const auto* b1 = reinterpret_cast<const BlockIQ1Codesx8*>(w + gs);
+  const __m512i row_byte0 = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12));
+  const __m512i m18 = _mm512_set1_epi8(0x18), m0f = _mm512_set1_epi32(0x0F);
+  __m512 acc[NT];
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+  for (int ib = 0; ib < n / 256; ++ib) {
+    const BlockIQ1Codesx8& B0 = b0[ib];
+    const BlockIQ1Codesx8& B1 = b1[ib];
+    prefetch_pair_ahead(b0 + ib, gs);
+    const BlockQ8_K* y[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
+    __m512i isum[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
+    const __m512i plus = join256(load256(reinterpret_cast<const uint8_t*>(B0.plus)), load256(reinterpret_cast<const uint8_t*>(B1.plus)));
+    STRATA_UNROLL for (int h = 0; h < 2; ++h) STRATA_UNROLL for (int j = 0; j < 4; ++j) {
+      const __m512i deltas = _mm512_shuffle_epi8(plus, _mm512_add_epi8(row_byte0, _mm512_set1_epi8(static_cast<char>(2 * h + j / 2))));
+      const __m512i scb = bytes16_u32(B0.sc[4 * h + j], B1.sc[4 * h + j]);
+      STRATA_UNROLL for (int q = 0; q < 2; ++q) {  // sub-block 8h + 2j + q: groups g8 = 4q..4q+3
+        const int s = 8 * h + 2 * j + q;
+        __m512i s32[NT];
+        STRATA_UNROLL for (int t = 0; t < NT; ++t) s32[t] = _mm512_setzero_si512();
+        STRATA_UNROLL for (int k = 0; k < 4; ++k) {
+          const int g8 = 4 * q + k, bit = 4 * (j % 2) + g8 / 2, sh = 3 - 2 * j, o = (8 * h + g8) * 32;
+          const __m512i v = join256(load256(B0.qs + o), load256(B1.qs + o));
+          const __m512i c = _mm512_and_si512(sh > 0 ? _mm512_slli_epi16(v, sh) : _mm512_srli_epi16(v, -sh), m18);
+          const __m512i db = _mm512_and_si512(deltas, _mm512_set1_epi8(static_cast<char>(1 << bit)));
+          const __m512i u = _mm512_or_si512(c, bit == 0 ? _mm512_add_epi8(db, db) : bit == 1 ? db : _mm512_srli_epi16(db, bit - 1));
+          STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+            int32_t x4;
+            std::memcpy(&x4, y[t]->qs + 16 * s + 4 * k, 4);
+            s32[t] = _mm512_dpbusd_epi32(s32[t], u, _mm512_set1_epi32(x4));
+            STRATA_KEEP(s32[t]);
+          }
+        }
+        const __m512i sc = q ? _mm512_srli_epi32(scb, 4) : _mm512_and_si512(scb, m0f);
+        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+          const __m512i off = _mm512_set1_epi32(9 * y[t]->bsums[s]);
+          isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_sub_epi32(s32[t], off), sc));
+          STRATA_KEEP(isum[t]);
+        }
+      }
+    }
+    const __m512 dw = _mm512_mul_ps(load_d16(B0.d, B1.d), _mm512_set1_ps(0.125f));
+    STRATA_UNROLL for (int t = 0; t < NT; ++t)
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(y[t]->d)), _mm512_cvtepi32_ps(isum[t]), acc[t]);
+  }
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + os * t, acc[t]);
+}
+
 // G = 1 through the 256-bit kernel K (a GemmX8Fn), G = 2 through the pair P.
 template <auto K, auto P, int G, int NT>
 void k_groups_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, const Q8BlockInfo* xi, size_t xis,
@@ -572,6 +628,7 @@ template <int G, int NT> struct GIQ3_XXSx16 {
 template <int G, int NT> struct GIQ3_Sx16 {
   static constexpr auto f = k_groups_512<gemm_iq3_offset<IQ3_SOffset, NT>, iq3_offset_pair_512<IQ3_SOffset, NT>, G, NT>;
 };
+template <int G, int NT> struct GIQ1x16 { static constexpr auto f = k_groups_512<gemm_iq1_codes<NT>, iq1_codes_pair_512<NT>, G, NT>; };
 template <int G, int NT> struct GQ8_0x16 { static constexpr auto f = signed32_groups_512<Q8_0x16, Q8_0x8, G, NT>; };
 template <int G, int NT> struct GIQ4_NLx16 { static constexpr auto f = signed32_groups_512<IQ4_NLx16, IQ4_NLx8, G, NT>; };
 
@@ -694,7 +751,10 @@ void fill_avx512_gemm_x8(KernelTable& t) {
   t.gemm_groups[static_cast<int>(GgmlType::IQ2_S)] = GroupsDispatch<GIQ2x16, 2>::run;
   t.gemm_groups[static_cast<int>(GgmlType::IQ3_XXS)] = GroupsDispatch<GIQ3_XXSx16, 2>::run;
   t.gemm_groups[static_cast<int>(GgmlType::IQ3_S)] = GroupsDispatch<GIQ3_Sx16, 2>::run;
-  for (GgmlType ty : {GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S, GgmlType::IQ3_XXS, GgmlType::IQ3_S})
+  t.gemm_groups[static_cast<int>(GgmlType::IQ1_S)] = GroupsDispatch<GIQ1x16, 2>::run;
+  t.gemm_groups[static_cast<int>(GgmlType::IQ1_M)] = GroupsDispatch<GIQ1x16, 2>::run;
+  for (GgmlType ty : {GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S, GgmlType::IQ3_XXS, GgmlType::IQ3_S,
+                      GgmlType::IQ1_S, GgmlType::IQ1_M})
     t.groups_per_call[static_cast<int>(ty)] = 2;
   t.groups_per_call[static_cast<int>(GgmlType::Q6_K)] = 2;
   t.groups_per_call[static_cast<int>(GgmlType::IQ4_XS)] = 2;
