@@ -314,6 +314,17 @@ inline __m512i bcast_pair512(int lo, int hi) {
   return _mm512_set1_epi32(static_cast<int32_t>((static_cast<uint32_t>(lo) & 0xFFFFu) | (static_cast<uint32_t>(hi) << 16)));
 }
 
+// q6_k_codes of two groups in one register.
+inline __m512i q6_k_codes2(const BlockQ6_Kx8& a, const BlockQ6_Kx8& b, int h, int m) {
+  auto plane = [&](int p) { return join256(load256(a.q + (3 * h + p) * 32), load256(b.q + (3 * h + p) * 32)); };
+  if (m < 3) return _mm512_and_si512(plane(m), _mm512_set1_epi8(0x3F));
+  const __m512i top = _mm512_set1_epi8(static_cast<char>(0xC0));
+  const __m512i p0 = _mm512_srli_epi16(_mm512_and_si512(plane(0), top), 6);
+  const __m512i p1 = _mm512_srli_epi16(_mm512_and_si512(plane(1), top), 4);
+  const __m512i p2 = _mm512_srli_epi16(_mm512_and_si512(plane(2), top), 2);
+  return _mm512_ternarylogic_epi64(p0, p1, p2, 0xFE);  // p0 | p1 | p2
+}
+
 template <int NT>
 void q6_k_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, float* out, size_t os) {
   const auto* b0 = reinterpret_cast<const BlockQ6_Kx8*>(w);
@@ -333,8 +344,7 @@ void q6_k_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t
         __m512i s32[NT];
         STRATA_UNROLL for (int t = 0; t < NT; ++t) s32[t] = _mm512_setzero_si512();
         STRATA_UNROLL for (int h = 4 * q; h < 4 * q + 4; ++h) {
-          // each group's codes as the 256-bit kernels make them (q6_k_codes)
-          const __m512i c = join256(q6_k_codes(B0, h, m), q6_k_codes(B1, h, m));
+          const __m512i c = q6_k_codes2(B0, B1, h, m);
           const int G = h + 16 * m;
           STRATA_UNROLL for (int t = 0; t < NT; ++t) {
             int32_t x4;
