@@ -95,9 +95,7 @@ def run_json(cmd):
         raise Crashed(f"{' '.join(cmd)} failed (killed by {signal.Signals(-out.returncode).name}):\n"
                       f"{out.stderr[-2000:]}", -out.returncode)
     if out.returncode != 0:
-        how = (f"killed by {signal.Signals(-out.returncode).name}" if out.returncode < 0
-               else f"exit code {out.returncode}")
-        raise RuntimeError(f"{' '.join(cmd)} failed ({how}):\n{out.stderr[-2000:]}")
+        raise RuntimeError(f"{' '.join(cmd)} failed (exit code {out.returncode}):\n{out.stderr[-2000:]}")
     return json.loads(out.stdout)
 
 

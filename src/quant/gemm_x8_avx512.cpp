@@ -376,17 +376,28 @@ void q6_k_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t
   STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + os * t, acc[t]);
 }
 
-template <int NT>
-void iq4_xs_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, float* out, size_t os) {
-  const auto* b0 = reinterpret_cast<const BlockIQ4_XSx8*>(w);
-  const auto* b1 = reinterpret_cast<const BlockIQ4_XSx8*>(w + gs);
+// IQ4_XS and the grown IQ3 layouts (L: IQ4_XSValues, IQ3_XXSOffset, IQ3_SOffset) share the
+// nibble places. IQ4_XS's signed levels go in as magnitudes, their signs as masks that negate the
+// activations; the IQ3 layouts' unsigned offset codes go straight into vpdpbusd, and each
+// 32-value sub-block's sum loses its offset (kOffset times the activations' 32-value sum) before
+// its vpmulld, where the 256-bit kernel (gemm_iq3_offset) takes it off after the block: the same
+// integer total, so the same bits.
+template <typename L, int NT>
+void nibble_values_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, float* out, size_t os) {
+  constexpr bool kOffsetCodes = requires { L::kOffset; };
+  using Packed = std::conditional_t<kOffsetCodes, BlockIQ3Levelsx8, BlockIQ4_XSx8>;
+  const auto* b0 = reinterpret_cast<const Packed*>(w);
+  const auto* b1 = reinterpret_cast<const Packed*>(w + gs);
   const __m512i m4 = _mm512_set1_epi8(0x0F);
-  const __m512i levels = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+  const int8_t* table;
+  if constexpr (kOffsetCodes) table = L::kCodes.data();
+  else table = L::values();
+  const __m512i levels = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(table)));
   __m512 acc[NT];
   STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
   for (int ib = 0; ib < n / 256; ++ib) {
-    const BlockIQ4_XSx8& B0 = b0[ib];
-    const BlockIQ4_XSx8& B1 = b1[ib];
+    const Packed& B0 = b0[ib];
+    const Packed& B1 = b1[ib];
     prefetch_pair_ahead(b0 + ib, gs);
     const BlockQ8_K* y[NT];
     STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
@@ -400,28 +411,45 @@ void iq4_xs_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size
         const __m512i v = join256(load256(B0.qs + o), load256(B1.qs + o));
         const __m512i c0 = _mm512_shuffle_epi8(levels, _mm512_and_si512(v, m4));                         // values 4g..
         const __m512i c1 = _mm512_shuffle_epi8(levels, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));  // 16+4g..
-        const __m512i a0 = _mm512_abs_epi8(c0), a1 = _mm512_abs_epi8(c1);
-        const __mmask64 n0 = _mm512_movepi8_mask(c0), n1 = _mm512_movepi8_mask(c1);
+        // unsigned operands, and the values whose activations are negated (none for offset codes)
+        __m512i a0 = c0, a1 = c1;
+        __mmask64 n0 = 0, n1 = 0;
+        if constexpr (!kOffsetCodes) {
+          a0 = _mm512_abs_epi8(c0), a1 = _mm512_abs_epi8(c1);
+          n0 = _mm512_movepi8_mask(c0), n1 = _mm512_movepi8_mask(c1);
+        }
         STRATA_UNROLL for (int t = 0; t < NT; ++t) {
           const int8_t* x = y[t]->qs + 32 * sub + 4 * g;
           int32_t x0, x1;
           std::memcpy(&x0, x, 4);
           std::memcpy(&x1, x + 16, 4);
-          const __m512i v0 = _mm512_set1_epi32(x0), v1 = _mm512_set1_epi32(x1);
-          s32[t] = _mm512_dpbusd_epi32(s32[t], a0, _mm512_mask_sub_epi8(v0, n0, _mm512_setzero_si512(), v0));
-          s32[t] = _mm512_dpbusd_epi32(s32[t], a1, _mm512_mask_sub_epi8(v1, n1, _mm512_setzero_si512(), v1));
+          __m512i v0 = _mm512_set1_epi32(x0), v1 = _mm512_set1_epi32(x1);
+          if constexpr (!kOffsetCodes) {
+            v0 = _mm512_mask_sub_epi8(v0, n0, _mm512_setzero_si512(), v0);
+            v1 = _mm512_mask_sub_epi8(v1, n1, _mm512_setzero_si512(), v1);
+          }
+          s32[t] = _mm512_dpbusd_epi32(s32[t], a0, v0);
+          s32[t] = _mm512_dpbusd_epi32(s32[t], a1, v1);
           STRATA_KEEP(s32[t]);
         }
       }
       const __m512i sc = bytes16_i32(B0.sc[sub], B1.sc[sub]);
       STRATA_UNROLL for (int t = 0; t < NT; ++t) {
-        isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(s32[t], sc));
+        __m512i sum = s32[t];
+        if constexpr (kOffsetCodes)
+          sum = _mm512_sub_epi32(sum, _mm512_set1_epi32(L::kOffset * (y[t]->bsums[2 * sub] + y[t]->bsums[2 * sub + 1])));
+        isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(sum, sc));
         STRATA_KEEP(isum[t]);
       }
     }
-    const __m512 dw = load_d16(B0.d, B1.d);
-    STRATA_UNROLL for (int t = 0; t < NT; ++t)
-      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(y[t]->d)), _mm512_cvtepi32_ps(isum[t]), acc[t]);
+    __m512 dw = load_d16(B0.d, B1.d);
+    if constexpr (requires { L::kD; }) dw = _mm512_mul_ps(dw, _mm512_set1_ps(L::kD));
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+      __m512i total = isum[t];
+      if constexpr (requires { L::kDiv; })
+        if (L::kDiv == 2) total = _mm512_add_epi32(total, total);
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(y[t]->d)), _mm512_cvtepi32_ps(total), acc[t]);
+    }
   }
   STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + os * t, acc[t]);
 }
@@ -481,62 +509,6 @@ void iq2_levels_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, 
     const __m512 dw = _mm512_mul_ps(load_d16(B0.d, B1.d), _mm512_set1_ps(0.125f));
     STRATA_UNROLL for (int t = 0; t < NT; ++t)
       acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(y[t]->d)), _mm512_cvtepi32_ps(isum[t]), acc[t]);
-  }
-  STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + os * t, acc[t]);
-}
-
-// ---- IQ3_XXS, IQ3_S grown (BlockIQ3Levelsx8): two groups per call ----
-// gemm_iq3_offset's unsigned offset codes straight into vpdpbusd; each 32-value sub-block's sum
-// loses its offset (kOffset times the activations' 32-value sum) before one vpmulld by the rows'
-// sub-scales. The same integer total as the 256-bit kernel's, which takes the offset off after
-// the block, so the same bits.
-template <typename L, int NT>
-void iq3_offset_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, float* out, size_t os) {
-  const auto* b0 = reinterpret_cast<const BlockIQ3Levelsx8*>(w);
-  const auto* b1 = reinterpret_cast<const BlockIQ3Levelsx8*>(w + gs);
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
-  const __m512i codes = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(L::kCodes.data())));
-  __m512 acc[NT];
-  STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
-  for (int ib = 0; ib < n / 256; ++ib) {
-    const BlockIQ3Levelsx8& B0 = b0[ib];
-    const BlockIQ3Levelsx8& B1 = b1[ib];
-    prefetch_pair_ahead(b0 + ib, gs);
-    const BlockQ8_K* y[NT];
-    STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
-    __m512i isum[NT];
-    STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
-    for (int sub = 0; sub < 8; ++sub) {
-      __m512i s32[NT];
-      STRATA_UNROLL for (int t = 0; t < NT; ++t) s32[t] = _mm512_setzero_si512();
-      STRATA_UNROLL for (int g = 0; g < 4; ++g) {
-        const int o = sub * 128 + g * 32;
-        const __m512i v = join256(load256(B0.qs + o), load256(B1.qs + o));
-        const __m512i u0 = _mm512_shuffle_epi8(codes, _mm512_and_si512(v, m4));                         // values 4g..
-        const __m512i u1 = _mm512_shuffle_epi8(codes, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));  // 16+4g..
-        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
-          const int8_t* x = y[t]->qs + 32 * sub + 4 * g;
-          int32_t x0, x1;
-          std::memcpy(&x0, x, 4);
-          std::memcpy(&x1, x + 16, 4);
-          s32[t] = _mm512_dpbusd_epi32(s32[t], u0, _mm512_set1_epi32(x0));
-          s32[t] = _mm512_dpbusd_epi32(s32[t], u1, _mm512_set1_epi32(x1));
-          STRATA_KEEP(s32[t]);
-        }
-      }
-      const __m512i sc = bytes16_i32(B0.sc[sub], B1.sc[sub]);
-      STRATA_UNROLL for (int t = 0; t < NT; ++t) {
-        const int32_t off = L::kOffset * (y[t]->bsums[2 * sub] + y[t]->bsums[2 * sub + 1]);
-        isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_sub_epi32(s32[t], _mm512_set1_epi32(off)), sc));
-        STRATA_KEEP(isum[t]);
-      }
-    }
-    const __m512 dw = _mm512_mul_ps(load_d16(B0.d, B1.d), _mm512_set1_ps(L::kD));
-    STRATA_UNROLL for (int t = 0; t < NT; ++t) {
-      __m512i total = isum[t];
-      if constexpr (L::kDiv == 2) total = _mm512_add_epi32(total, total);
-      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(y[t]->d)), _mm512_cvtepi32_ps(total), acc[t]);
-    }
   }
   STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + os * t, acc[t]);
 }
@@ -625,7 +597,7 @@ template <int G, int NT> struct GQ5_0x16 { static constexpr auto f = unsigned32_
 template <int G, int NT> struct GQ4_Kx16 { static constexpr auto f = q45_k_groups_512<BlockQ4_Kx8, G, NT>; };
 template <int G, int NT> struct GQ5_Kx16 { static constexpr auto f = q45_k_groups_512<BlockQ5_Kx8, G, NT>; };
 template <int G, int NT> struct GQ6_Kx16 { static constexpr auto f = k_groups_512<gemm_q6_k<NT>, q6_k_pair_512<NT>, G, NT>; };
-template <int G, int NT> struct GIQ4_XSx16 { static constexpr auto f = k_groups_512<gemm_nibble_values<IQ4_XSValues, NT>, iq4_xs_pair_512<NT>, G, NT>; };
+template <int G, int NT> struct GIQ4_XSx16 { static constexpr auto f = k_groups_512<gemm_nibble_values<IQ4_XSValues, NT>, nibble_values_pair_512<IQ4_XSValues, NT>, G, NT>; };
 template <int G, int NT> struct GIQ2_XXSx16 {
   static constexpr auto f = k_groups_512<gemm_iq2_levels<BlockIQ2XXSLevelsx8, NT>, iq2_levels_pair_512<BlockIQ2XXSLevelsx8, NT>, G, NT>;
 };
@@ -633,10 +605,10 @@ template <int G, int NT> struct GIQ2x16 {
   static constexpr auto f = k_groups_512<gemm_iq2_levels<BlockIQ2Levelsx8, NT>, iq2_levels_pair_512<BlockIQ2Levelsx8, NT>, G, NT>;
 };
 template <int G, int NT> struct GIQ3_XXSx16 {
-  static constexpr auto f = k_groups_512<gemm_iq3_offset<IQ3_XXSOffset, NT>, iq3_offset_pair_512<IQ3_XXSOffset, NT>, G, NT>;
+  static constexpr auto f = k_groups_512<gemm_iq3_offset<IQ3_XXSOffset, NT>, nibble_values_pair_512<IQ3_XXSOffset, NT>, G, NT>;
 };
 template <int G, int NT> struct GIQ3_Sx16 {
-  static constexpr auto f = k_groups_512<gemm_iq3_offset<IQ3_SOffset, NT>, iq3_offset_pair_512<IQ3_SOffset, NT>, G, NT>;
+  static constexpr auto f = k_groups_512<gemm_iq3_offset<IQ3_SOffset, NT>, nibble_values_pair_512<IQ3_SOffset, NT>, G, NT>;
 };
 template <int G, int NT> struct GIQ1x16 { static constexpr auto f = k_groups_512<gemm_iq1_codes<NT>, iq1_codes_pair_512<NT>, G, NT>; };
 template <int G, int NT> struct GQ8_0x16 { static constexpr auto f = signed32_groups_512<Q8_0x16, Q8_0x8, G, NT>; };
