@@ -376,6 +376,86 @@ void q6_k_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t
   STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + os * t, acc[t]);
 }
 
+// ---- Q2_K, Q3_K: two groups per call in one register ----
+// gemm_q23_k's codes, two groups at once, into vpdpbusd, four per 16-value sub-block. A
+// sub-block's sum fits 16 bits (16 * 7 * 128), so one vpdpwssd against the rows' sub-scales
+// (16 bits, the upper half of each lane zero) applies them where the 256-bit kernel needs a
+// madd and an add; Q3_K's offset of 4 comes off each sub-block's sum first, and Q2_K's mins go
+// through a second vpdpwssd against the activations' 16-value sums. The integer totals are
+// gemm_q23_k's, so the bits are too.
+template <typename Packed>
+inline __m512i q23_k_codes2(const Packed& a, const Packed& b, int h, int j, int g8) {
+  const int o = (8 * h + g8) * 32;
+  const __m512i v = join256(load256(a.qs + o), load256(b.qs + o));
+  const __m512i c = _mm512_and_si512(j ? _mm512_srli_epi16(v, 2 * j) : v, _mm512_set1_epi8(3));
+  if constexpr (requires { a.hm; }) {
+    const __m512i m = join256(load256(a.hm + g8 * 32), load256(b.hm + g8 * 32));
+    const int bit = 4 * h + j;  // to bit 2, as in q23_k_codes
+    const __m512i hb = bit <= 2 ? _mm512_slli_epi16(m, 2 - bit) : _mm512_srli_epi16(m, bit - 2);
+    return _mm512_ternarylogic_epi64(c, hb, _mm512_set1_epi8(4), 0xF8);  // c | (hb & 4)
+  } else {
+    return c;
+  }
+}
+
+template <typename Packed, int NT>
+void q23_k_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, float* out, size_t os) {
+  constexpr bool kQ3 = requires(const Packed& p) { p.hm; };
+  const auto* b0 = reinterpret_cast<const Packed*>(w);
+  const auto* b1 = reinterpret_cast<const Packed*>(w + gs);
+  const __m512i low16 = _mm512_set1_epi32(0xFFFF), m0f = _mm512_set1_epi32(0x0F);
+  __m512 acc[NT], mins[NT];
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = mins[t] = _mm512_setzero_ps();
+  for (int ib = 0; ib < n / 256; ++ib) {
+    const Packed& B0 = b0[ib];
+    const Packed& B1 = b1[ib];
+    prefetch_pair_ahead(b0 + ib, gs);
+    const BlockQ8_K* y[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
+    __m512i isum[NT], m32[NT];
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = m32[t] = _mm512_setzero_si512();
+    STRATA_UNROLL for (int h = 0; h < 2; ++h) STRATA_UNROLL for (int j = 0; j < 4; ++j) STRATA_UNROLL for (int q = 0; q < 2; ++q) {
+      const int s = 8 * h + 2 * j + q;  // sub-block: groups g8 = 4q..4q+3
+      __m512i s32[NT];
+      STRATA_UNROLL for (int t = 0; t < NT; ++t) s32[t] = _mm512_setzero_si512();
+      STRATA_UNROLL for (int k = 0; k < 4; ++k) {
+        const __m512i c = q23_k_codes2(B0, B1, h, j, 4 * q + k);
+        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+          int32_t x4;
+          std::memcpy(&x4, y[t]->qs + 16 * s + 4 * k, 4);
+          s32[t] = _mm512_dpbusd_epi32(s32[t], c, _mm512_set1_epi32(x4));
+          STRATA_KEEP(s32[t]);
+        }
+      }
+      if constexpr (kQ3) {
+        const __m512i sc = _mm512_and_si512(bytes16_i32(B0.sc[s], B1.sc[s]), low16);
+        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+          const __m512i centred = _mm512_sub_epi32(s32[t], _mm512_set1_epi32(4 * y[t]->bsums[s]));
+          isum[t] = _mm512_dpwssd_epi32(isum[t], centred, sc);
+          STRATA_KEEP(isum[t]);
+        }
+      } else {
+        const __m512i v = bytes16_u32(B0.sc[s], B1.sc[s]);
+        const __m512i sc = _mm512_and_si512(v, m0f), mn = _mm512_srli_epi32(v, 4);
+        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+          isum[t] = _mm512_dpwssd_epi32(isum[t], s32[t], sc);
+          m32[t] = _mm512_dpwssd_epi32(m32[t], mn, _mm512_set1_epi32(static_cast<uint16_t>(y[t]->bsums[s])));
+          STRATA_KEEP(isum[t]);
+          STRATA_KEEP(m32[t]);
+        }
+      }
+    }
+    const __m512 dw = load_d16(B0.d, B1.d);
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+      const __m512 dy = _mm512_set1_ps(y[t]->d);
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, dy), _mm512_cvtepi32_ps(isum[t]), acc[t]);
+      if constexpr (!kQ3)
+        mins[t] = _mm512_add_ps(mins[t], _mm512_mul_ps(dy, _mm512_mul_ps(load_d16(B0.dmin, B1.dmin), _mm512_cvtepi32_ps(m32[t]))));
+    }
+  }
+  STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + os * t, kQ3 ? acc[t] : _mm512_sub_ps(acc[t], mins[t]));
+}
+
 // IQ4_XS and the grown IQ3 layouts (L: IQ4_XSValues, IQ3_XXSOffset, IQ3_SOffset) share the
 // nibble places. IQ4_XS's signed levels go in as magnitudes, their signs as masks that negate the
 // activations; the IQ3 layouts' unsigned offset codes go straight into vpdpbusd, and each
@@ -597,6 +677,8 @@ template <int G, int NT> struct GQ5_0x16 { static constexpr auto f = unsigned32_
 template <int G, int NT> struct GQ4_Kx16 { static constexpr auto f = q45_k_groups_512<BlockQ4_Kx8, G, NT>; };
 template <int G, int NT> struct GQ5_Kx16 { static constexpr auto f = q45_k_groups_512<BlockQ5_Kx8, G, NT>; };
 template <int G, int NT> struct GQ6_Kx16 { static constexpr auto f = k_groups_512<gemm_q6_k<NT>, q6_k_pair_512<NT>, G, NT>; };
+template <int G, int NT> struct GQ2_Kx16 { static constexpr auto f = k_groups_512<gemm_q23_k<BlockQ2_Kx8, NT>, q23_k_pair_512<BlockQ2_Kx8, NT>, G, NT>; };
+template <int G, int NT> struct GQ3_Kx16 { static constexpr auto f = k_groups_512<gemm_q23_k<BlockQ3_Kx8, NT>, q23_k_pair_512<BlockQ3_Kx8, NT>, G, NT>; };
 template <int G, int NT> struct GIQ4_XSx16 { static constexpr auto f = k_groups_512<gemm_nibble_values<IQ4_XSValues, NT>, nibble_values_pair_512<IQ4_XSValues, NT>, G, NT>; };
 template <int G, int NT> struct GIQ2_XXSx16 {
   static constexpr auto f = k_groups_512<gemm_iq2_levels<BlockIQ2XXSLevelsx8, NT>, iq2_levels_pair_512<BlockIQ2XXSLevelsx8, NT>, G, NT>;
@@ -728,6 +810,8 @@ void fill_avx512_gemm_x8(KernelTable& t) {
   t.gemm_groups[static_cast<int>(GgmlType::Q5_K)] = GroupsDispatch<GQ5_Kx16, 2>::run;
   t.gemm_groups[static_cast<int>(GgmlType::Q6_K)] = GroupsDispatch<GQ6_Kx16, 2>::run;
   t.gemm_groups[static_cast<int>(GgmlType::IQ4_XS)] = GroupsDispatch<GIQ4_XSx16, 2>::run;
+  t.gemm_groups[static_cast<int>(GgmlType::Q2_K)] = GroupsDispatch<GQ2_Kx16, 2>::run;
+  t.gemm_groups[static_cast<int>(GgmlType::Q3_K)] = GroupsDispatch<GQ3_Kx16, 2>::run;
   t.gemm_groups[static_cast<int>(GgmlType::IQ2_XXS)] = GroupsDispatch<GIQ2_XXSx16, 2>::run;
   t.gemm_groups[static_cast<int>(GgmlType::IQ2_XS)] = GroupsDispatch<GIQ2x16, 2>::run;
   t.gemm_groups[static_cast<int>(GgmlType::IQ2_S)] = GroupsDispatch<GIQ2x16, 2>::run;
@@ -739,6 +823,8 @@ void fill_avx512_gemm_x8(KernelTable& t) {
                       GgmlType::IQ1_S, GgmlType::IQ1_M})
     t.groups_per_call[static_cast<int>(ty)] = 2;
   t.groups_per_call[static_cast<int>(GgmlType::Q6_K)] = 2;
+  t.groups_per_call[static_cast<int>(GgmlType::Q2_K)] = 2;
+  t.groups_per_call[static_cast<int>(GgmlType::Q3_K)] = 2;
   t.groups_per_call[static_cast<int>(GgmlType::IQ4_XS)] = 2;
   t.groups_per_call[static_cast<int>(GgmlType::Q4_K)] = 2;
   t.groups_per_call[static_cast<int>(GgmlType::Q5_K)] = 2;
