@@ -481,12 +481,14 @@ inline void clear_mins(DecodedX8Block& D) {
   std::memset(D.mn, 0, sizeof D.mn);
 }
 
-// A packed Q2_K / Q3_K group as DecodedX8Block (prefill with more than 4 activation rows goes
-// through gemm_decoded8, which gives the same bits): values are the kernel's codes (Q3_K's minus
-// 4), value 4G + i = 128h + 32j + 4*g8 + i with G = 32h + 8j + g8.
+// A packed Q2_K / Q3_K / TQ2_0 group as DecodedX8Block (prefill with more than 4 activation rows
+// goes through gemm_decoded8 or the token bands, which give the same bits): values are the
+// kernel's codes (Q3_K's minus 4, TQ2_0's minus 1, whose sub-scales are all 1), value 4G + i =
+// 128h + 32j + 4*g8 + i with G = 32h + 8j + g8.
 template <typename Packed>
 void decode_packed8_q23(int n, const uint8_t* w, uint8_t* out) {
   constexpr bool kQ3 = requires(const Packed& p) { p.hm; };
+  constexpr bool kTernary = !requires(const Packed& p) { p.sc; };
   const auto* b = reinterpret_cast<const Packed*>(w);
   auto* db = reinterpret_cast<DecodedX8Block*>(out);
   for (int ib = 0; ib < n / 256; ++ib) {
@@ -495,16 +497,17 @@ void decode_packed8_q23(int n, const uint8_t* w, uint8_t* out) {
     _mm256_storeu_ps(D.d, load_d8(B.d));
     for (int s = 0; s < 16; ++s) {
       __m256i sc;
-      if constexpr (kQ3) sc = row_bytes_paired<true>(B.sc[s]);
+      if constexpr (kTernary) sc = _mm256_set1_epi32(0x00010001);
+      else if constexpr (kQ3) sc = row_bytes_paired<true>(B.sc[s]);
       else sc = _mm256_and_si256(row_bytes_paired<false>(B.sc[s]), _mm256_set1_epi16(15));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.sc[s]), sc);
     }
     STRATA_UNROLL for (int h = 0; h < 2; ++h) STRATA_UNROLL for (int j = 0; j < 4; ++j) for (int g8 = 0; g8 < 8; ++g8) {
       __m256i v = q23_k_codes(B, h, j, g8);
-      if constexpr (kQ3) v = _mm256_sub_epi8(v, _mm256_set1_epi8(4));
+      if constexpr (kQ3 || kTernary) v = _mm256_sub_epi8(v, _mm256_set1_epi8(kQ3 ? 4 : 1));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(D.v[32 * h + 8 * j + g8]), v);
     }
-    if constexpr (kQ3) {
+    if constexpr (kQ3 || kTernary) {
       clear_mins(D);
     } else {
       _mm256_storeu_ps(D.dmin, load_d8(B.dmin));
