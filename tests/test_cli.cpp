@@ -244,9 +244,10 @@ TEST(Cli, ImatrixThenQuantizeWithIt) {
 // in half the available memory (Model::repack_grow_fits), and gives the same tokens either way.
 // bench's JSON carries the same two figures, and how long the repacking took.
 TEST(Cli, RepackIqKeepsOutputAndReportsItsMemory) {
-  // "(A repacked, i-quants grown by B)" of run -v, in bytes (rounded to 0.01 of their units).
+  // "(A repacked, grown layouts adding B)" of run -v, in bytes (rounded to 0.01 of their units).
   auto memory = [](const std::string& err) {
-    const size_t at = err.find(" repacked, i-quants grown by ");
+    const std::string needle = " repacked, grown layouts adding ";
+    const size_t at = err.find(needle);
     EXPECT_NE(at, std::string::npos) << err;
     auto number = [&](size_t from) {
       std::istringstream in(err.substr(from));
@@ -258,7 +259,7 @@ TEST(Cli, RepackIqKeepsOutputAndReportsItsMemory) {
         if (unit.rfind(u, 0) == 0) k = u[0] == 'K' ? 1 : u[0] == 'M' ? 2 : 3;
       return v * std::pow(1024.0, k);
     };
-    return std::pair<double, double>{number(err.rfind('(', at) + 1), number(at + 29)};
+    return std::pair<double, double>{number(err.rfind('(', at) + 1), number(at + needle.size())};
   };
   for (GgmlType t : {GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S, GgmlType::IQ3_XXS, GgmlType::IQ3_S,
                      GgmlType::IQ1_S, GgmlType::IQ1_M}) {

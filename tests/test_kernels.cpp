@@ -312,7 +312,7 @@ const GgmlType kPackFormats[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0,
                                  GgmlType::IQ4_NL, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
                                  GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::TQ2_0, GgmlType::F16, GgmlType::BF16,
                                  GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S, GgmlType::IQ3_XXS, GgmlType::IQ3_S,
-                                 GgmlType::IQ1_S, GgmlType::IQ1_M};
+                                 GgmlType::IQ1_S, GgmlType::IQ1_M, GgmlType::TQ1_0};
 
 // Random rows (alternately quantized floats and raw random blocks), packed; activation rows
 // prepared as matmul prepares them.
@@ -447,13 +447,13 @@ TEST(PackedLayouts, ValuesSitWhereTheHeaderSays) {
     }
 }
 
-// Q2_K, Q3_K, TQ2_0 and the lattice i-quants: the packed kernels do the file-layout integer
+// Q2_K, Q3_K, TQ2_0, the lattice i-quants and TQ1_0 (grown into TQ2_0's layout): the packed kernels do the file-layout integer
 // kernel's arithmetic, so a row gives the same bits packed or not (the rows left over after the
 // last group of 8 stay in file layout).
 TEST(PackedKernels2, KAndLatticeQuantsGiveTheFileLayoutKernelsBits) {
   if (simd_tables().empty()) GTEST_SKIP() << "CPU has no AVX2";
   for (GgmlType t : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::TQ2_0, GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S,
-                     GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::IQ1_S, GgmlType::IQ1_M})
+                     GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::IQ1_S, GgmlType::IQ1_M, GgmlType::TQ1_0})
     for (int trial = 0; trial < 4; ++trial) {
       PackedCase c(t, 8, 256 * (1 + 3 * trial), 4, 40 + trial);
       for (const KernelTable* simd : simd_tables()) {

@@ -24,8 +24,8 @@ void add_load_options(CLI::App* cmd, model::Model::LoadOptions& o) {
   using Grow = model::Model::Grow;
   auto* on = cmd->add_flag_callback(
       "--repack-iq", [&o] { o.repack_grow = Grow::Always; },
-      "Repack IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ3_S weights into level codes at load: faster "
-      "generation, 25-61 % more memory for those weights. Default: when the repacked weights take at most half the "
+      "Repack IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ3_S weights into level codes, and TQ1_0 into "
+      "TQ2_0's 2-bit codes, at load: faster generation, 22-61 % more memory for those weights. Default: when the repacked weights take at most half the "
       "memory available beside the KV cache and the output stays bit for bit the same");
   auto* off = cmd->add_flag_callback(
       "--no-repack-iq", [&o] { o.repack_grow = Grow::Never; }, "Keep those weights in the file's layout (least memory)");
@@ -77,7 +77,7 @@ std::string human_bytes(double b) {
 std::string repack_summary(const model::Model& m) {
   char seconds[32];
   std::snprintf(seconds, sizeof seconds, "%.2f s", m.repack_seconds());
-  return human_bytes(static_cast<double>(m.packed_bytes())) + " repacked, i-quants grown by " +
+  return human_bytes(static_cast<double>(m.packed_bytes())) + " repacked, grown layouts adding " +
          human_bytes(static_cast<double>(m.grown_bytes())) + ", in " + seconds;
 }
 

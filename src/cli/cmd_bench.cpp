@@ -139,7 +139,7 @@ void run_bench(const BenchOptions& o) {
   std::printf("weights repacked at load (8-row layout, held in memory): %s of %s in the file, in %.2f s",
               human_bytes(static_cast<double>(m->packed_bytes())).c_str(), human_bytes(static_cast<double>(m->weight_bytes())).c_str(),
               m->repack_seconds());
-  if (m->grown_bytes() > 0) std::printf(", i-quants grown by %s", human_bytes(static_cast<double>(m->grown_bytes())).c_str());
+  if (m->grown_bytes() > 0) std::printf(", grown layouts adding %s", human_bytes(static_cast<double>(m->grown_bytes())).c_str());
   std::printf("\n");
 }
 }  // namespace

@@ -40,8 +40,8 @@ void add_load_options(CLI::App* cmd, model::Model::LoadOptions& o);
 std::vector<int32_t> parse_ids(const std::string& s);  // "1,2,3" -> {1,2,3}; throws on junk
 std::string join_ids(const std::vector<int32_t>& ids);
 std::string human_bytes(double b);
-// "A repacked, i-quants grown by B, in S s": the weights a loaded model copied into 8-row layouts,
-// what the grown i-quant layouts added, and how long the copy took (run -v, serve, info).
+// "A repacked, grown layouts adding B, in S s": the weights a loaded model copied into 8-row
+// layouts, what the grown layouts (lattice i-quants, TQ1_0) added, and how long the copy took (run -v, serve, info).
 std::string repack_summary(const model::Model& m);
 
 // Writes bytes to stdout, holding back an incomplete UTF-8 sequence at the end until it completes.

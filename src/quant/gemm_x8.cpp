@@ -20,7 +20,7 @@ bool packable(GgmlType t) {
     case GgmlType::IQ4_NL: case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K:
     case GgmlType::Q6_K: case GgmlType::IQ4_XS: case GgmlType::TQ2_0: case GgmlType::F16: case GgmlType::BF16:
     case GgmlType::IQ2_XXS: case GgmlType::IQ2_XS: case GgmlType::IQ2_S: case GgmlType::IQ3_XXS: case GgmlType::IQ3_S:
-    case GgmlType::IQ1_S: case GgmlType::IQ1_M:
+    case GgmlType::IQ1_S: case GgmlType::IQ1_M: case GgmlType::TQ1_0:
       return true;
     default:
       return false;
@@ -29,7 +29,7 @@ bool packable(GgmlType t) {
 
 bool packing_grows(GgmlType t) {
   return t == GgmlType::IQ2_XXS || t == GgmlType::IQ2_XS || t == GgmlType::IQ2_S || t == GgmlType::IQ3_XXS ||
-         t == GgmlType::IQ3_S || t == GgmlType::IQ1_S || t == GgmlType::IQ1_M;
+         t == GgmlType::IQ3_S || t == GgmlType::IQ1_S || t == GgmlType::IQ1_M || t == GgmlType::TQ1_0;
 }
 
 
@@ -44,7 +44,7 @@ size_t packed_group_bytes(GgmlType t, int64_t cols) {
     case GgmlType::IQ4_NL: return n / 32 * sizeof(BlockIQ4_NLx8);
     case GgmlType::Q2_K: return n / 256 * sizeof(BlockQ2_Kx8);
     case GgmlType::Q3_K: return n / 256 * sizeof(BlockQ3_Kx8);
-    case GgmlType::TQ2_0: return n / 256 * sizeof(BlockTQ2_0x8);
+    case GgmlType::TQ2_0: case GgmlType::TQ1_0: return n / 256 * sizeof(BlockTQ2_0x8);
     case GgmlType::Q4_K: return n / 256 * sizeof(BlockQ4_Kx8);
     case GgmlType::Q5_K: return n / 256 * sizeof(BlockQ5_Kx8);
     case GgmlType::Q6_K: return n / 256 * sizeof(BlockQ6_Kx8);
@@ -386,6 +386,21 @@ void pack_rows8(GgmlType t, const uint8_t* rows, size_t stride, int64_t cols, ui
         }
       return;
     }
+    case GgmlType::TQ1_0: {  // grown: its base-3 digits spelled out as TQ2_0's 2-bit codes
+      auto* out = reinterpret_cast<BlockTQ2_0x8*>(dst);
+      for (int64_t ib = 0; ib < cols / 256; ++ib)
+        for (int r = 0; r < 8; ++r) {
+          const auto& b = file_block<BlockTQ1_0>(rows, stride, r, ib);
+          int8_t q[256];
+          float sc[16];
+          unpack_tq1_0(b, q, sc);
+          uint8_t qs[64] = {};  // TQ2_0's file layout: value 128c + 32k + j at bits 2k of byte 32c + j
+          for (int i = 0; i < 256; ++i) qs[32 * (i / 128) + i % 32] |= static_cast<uint8_t>((q[i] + 1) << (2 * (i % 128 / 32)));
+          out[ib].d[r] = b.d;
+          interleave4(out[ib].qs, qs, r, 16);
+        }
+      return;
+    }
     case GgmlType::Q4_K: return pack_k_rows8<BlockQ4_K, BlockQ4_Kx8>(rows, stride, cols, dst);
     case GgmlType::Q5_K: return pack_k_rows8<BlockQ5_K, BlockQ5_Kx8>(rows, stride, cols, dst);
     case GgmlType::Q6_K: {
@@ -709,6 +724,7 @@ void fill_scalar_gemm_x8(KernelTable& t) {
   t.gemm_x8[static_cast<int>(GgmlType::Q2_K)] = gemm_k_scalar<SumQ2_K>;
   t.gemm_x8[static_cast<int>(GgmlType::Q3_K)] = gemm_k_scalar<SumQ3_K>;
   t.gemm_x8[static_cast<int>(GgmlType::TQ2_0)] = gemm_k_scalar<SumTQ2_0>;
+  t.gemm_x8[static_cast<int>(GgmlType::TQ1_0)] = gemm_k_scalar<SumTQ2_0>;  // grown into TQ2_0's layout
   t.gemm_x8[static_cast<int>(GgmlType::Q4_K)] = gemm_k_scalar<SumQ45_K<BlockQ4_Kx8>>;
   t.gemm_x8[static_cast<int>(GgmlType::Q5_K)] = gemm_k_scalar<SumQ45_K<BlockQ5_Kx8>>;
   t.gemm_x8[static_cast<int>(GgmlType::Q6_K)] = gemm_k_scalar<SumQ6_K>;
