@@ -604,8 +604,10 @@ void iq2_levels_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, 
 
 // ---- IQ1_S, IQ1_M grown (BlockIQ1Codesx8): two groups per call ----
 // gemm_iq1_codes' unsigned codes (iq1_deltas, iq1_codes on 512 bits) into vpdpbusd; each 16-value
-// sub-block's sum loses its offset (9 times the activations' 16-value sum) before one vpmulld by
-// the rows' sub-scale nibbles. The same integer total as the 256-bit kernel's, so the same bits.
+// sub-block's sum loses its offset (9 times the activations' 16-value sum), which leaves it within
+// 16 bits (16 * 9 * 128), so one vpdpwssd applies the rows' sub-scale nibbles (16-bit lanes whose
+// upper halves are zero) where a vpmulld and an add would. The same integer total as the 256-bit
+// kernel's, so the same bits.
 template <int NT>
 void iq1_codes_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, float* out, size_t os) {
   const auto* b0 = reinterpret_cast<const BlockIQ1Codesx8*>(w);
@@ -646,7 +648,7 @@ void iq1_codes_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, s
         const __m512i sc = q ? _mm512_srli_epi32(scb, 4) : _mm512_and_si512(scb, m0f);
         STRATA_UNROLL for (int t = 0; t < NT; ++t) {
           const __m512i off = _mm512_set1_epi32(9 * y[t]->bsums[s]);
-          isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_sub_epi32(s32[t], off), sc));
+          isum[t] = _mm512_dpwssd_epi32(isum[t], _mm512_sub_epi32(s32[t], off), sc);
           STRATA_KEEP(isum[t]);
         }
       }
