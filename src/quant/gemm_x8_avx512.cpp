@@ -465,23 +465,30 @@ void q23_k_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_
   STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + os * t, kQ3 || kTernary ? acc[t] : _mm512_sub_ps(acc[t], mins[t]));
 }
 
-// IQ4_XS and the grown IQ3 layouts (L: IQ4_XSValues, IQ3_XXSOffset, IQ3_SOffset) share the
-// nibble places. IQ4_XS's signed levels go in as magnitudes, their signs as masks that negate the
-// activations; the IQ3 layouts' unsigned offset codes go straight into vpdpbusd, and each
-// 32-value sub-block's sum loses its offset (kOffset times the activations' 32-value sum) before
-// its vpmulld, where the 256-bit kernel (gemm_iq3_offset) takes it off after the block: the same
-// integer total, so the same bits.
+// IQ4_XS and the grown IQ3 layouts (L: IQ4_XSOffset, IQ3_XXSOffset, IQ3_SOffset) share the
+// nibble places. Their levels go in as unsigned offset codes (IQ4_XS's plus 128), straight into
+// vpdpbusd, and each 32-value sub-block's sum loses its offset (kOffset times the activations'
+// 32-value sum) before its vpmulld, where the 256-bit kernels take it off after the block
+// (gemm_iq3_offset) or multiply signed levels (gemm_nibble_values): the same integer total, so
+// the same bits. For IQ4_XS that replaces taking each level's magnitude and sign and negating the
+// activations under the signs, per vector and token.
+struct IQ4_XSOffset {
+  using Packed = BlockIQ4_XSx8;
+  static constexpr int kOffset = 128;
+  // (kIq4nlValues is constant-initialized, so this dynamic initializer reads it filled)
+  static inline const std::array<uint8_t, 16> kCodes = [] {
+    std::array<uint8_t, 16> t{};
+    for (int c = 0; c < 16; ++c) t[c] = static_cast<uint8_t>(kIq4nlValues[c] + kOffset);  // 1..241
+    return t;
+  }();
+};
 template <typename L, int NT>
 void nibble_values_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, float* out, size_t os) {
-  constexpr bool kOffsetCodes = requires { L::kOffset; };
-  using Packed = std::conditional_t<kOffsetCodes, BlockIQ3Levelsx8, BlockIQ4_XSx8>;
+  using Packed = typename L::Packed;
   const auto* b0 = reinterpret_cast<const Packed*>(w);
   const auto* b1 = reinterpret_cast<const Packed*>(w + gs);
   const __m512i m4 = _mm512_set1_epi8(0x0F);
-  const int8_t* table;
-  if constexpr (kOffsetCodes) table = L::kCodes.data();
-  else table = L::values();
-  const __m512i levels = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(table)));
+  const __m512i levels = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(L::kCodes.data())));
   __m512 acc[NT];
   STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
   for (int ib = 0; ib < n / 256; ++ib) {
@@ -500,33 +507,19 @@ void nibble_values_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* x
         const __m512i v = join256(load256(B0.qs + o), load256(B1.qs + o));
         const __m512i c0 = _mm512_shuffle_epi8(levels, _mm512_and_si512(v, m4));                         // values 4g..
         const __m512i c1 = _mm512_shuffle_epi8(levels, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));  // 16+4g..
-        // unsigned operands, and the values whose activations are negated (none for offset codes)
-        __m512i a0 = c0, a1 = c1;
-        __mmask64 n0 = 0, n1 = 0;
-        if constexpr (!kOffsetCodes) {
-          a0 = _mm512_abs_epi8(c0), a1 = _mm512_abs_epi8(c1);
-          n0 = _mm512_movepi8_mask(c0), n1 = _mm512_movepi8_mask(c1);
-        }
         STRATA_UNROLL for (int t = 0; t < NT; ++t) {
           const int8_t* x = y[t]->qs + 32 * sub + 4 * g;
           int32_t x0, x1;
           std::memcpy(&x0, x, 4);
           std::memcpy(&x1, x + 16, 4);
-          __m512i v0 = _mm512_set1_epi32(x0), v1 = _mm512_set1_epi32(x1);
-          if constexpr (!kOffsetCodes) {
-            v0 = _mm512_mask_sub_epi8(v0, n0, _mm512_setzero_si512(), v0);
-            v1 = _mm512_mask_sub_epi8(v1, n1, _mm512_setzero_si512(), v1);
-          }
-          s32[t] = _mm512_dpbusd_epi32(s32[t], a0, v0);
-          s32[t] = _mm512_dpbusd_epi32(s32[t], a1, v1);
+          s32[t] = _mm512_dpbusd_epi32(s32[t], c0, _mm512_set1_epi32(x0));
+          s32[t] = _mm512_dpbusd_epi32(s32[t], c1, _mm512_set1_epi32(x1));
           STRATA_KEEP(s32[t]);
         }
       }
       const __m512i sc = bytes16_i32(B0.sc[sub], B1.sc[sub]);
       STRATA_UNROLL for (int t = 0; t < NT; ++t) {
-        __m512i sum = s32[t];
-        if constexpr (kOffsetCodes)
-          sum = _mm512_sub_epi32(sum, _mm512_set1_epi32(L::kOffset * (y[t]->bsums[2 * sub] + y[t]->bsums[2 * sub + 1])));
+        const __m512i sum = _mm512_sub_epi32(s32[t], _mm512_set1_epi32(L::kOffset * (y[t]->bsums[2 * sub] + y[t]->bsums[2 * sub + 1])));
         isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(sum, sc));
         STRATA_KEEP(isum[t]);
       }
@@ -691,7 +684,7 @@ template <int G, int NT> struct GQ6_Kx16 { static constexpr auto f = k_groups_51
 template <int G, int NT> struct GQ2_Kx16 { static constexpr auto f = k_groups_512<gemm_q23_k<BlockQ2_Kx8, NT>, q23_k_pair_512<BlockQ2_Kx8, NT>, G, NT>; };
 template <int G, int NT> struct GTQ2_0x16 { static constexpr auto f = k_groups_512<gemm_tq2_0<NT>, q23_k_pair_512<BlockTQ2_0x8, NT>, G, NT>; };
 template <int G, int NT> struct GQ3_Kx16 { static constexpr auto f = k_groups_512<gemm_q23_k<BlockQ3_Kx8, NT>, q23_k_pair_512<BlockQ3_Kx8, NT>, G, NT>; };
-template <int G, int NT> struct GIQ4_XSx16 { static constexpr auto f = k_groups_512<gemm_nibble_values<IQ4_XSValues, NT>, nibble_values_pair_512<IQ4_XSValues, NT>, G, NT>; };
+template <int G, int NT> struct GIQ4_XSx16 { static constexpr auto f = k_groups_512<gemm_nibble_values<IQ4_XSValues, NT>, nibble_values_pair_512<IQ4_XSOffset, NT>, G, NT>; };
 template <int G, int NT> struct GIQ2_XXSx16 {
   static constexpr auto f = k_groups_512<gemm_iq2_levels<BlockIQ2XXSLevelsx8, NT>, iq2_levels_pair_512<BlockIQ2XXSLevelsx8, NT>, G, NT>;
 };

@@ -890,6 +890,7 @@ constexpr std::array<int8_t, 16> offset_codes() {
 }
 template <const std::array<int8_t, 16>& kValues, int Div, int Offset, float D>
 struct Iq3OffsetCodes {
+  using Packed = BlockIQ3Levelsx8;
   static constexpr std::array<int8_t, 16> kCodes = offset_codes<kValues, Div, Offset>();
   static constexpr int kDiv = Div, kOffset = Offset;
   static constexpr float kD = D;
