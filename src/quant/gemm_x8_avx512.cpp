@@ -126,6 +126,24 @@ struct Q5_0x16 {
     return _mm512_or_si512(nibble_group2(a.qs, b.qs, g), _mm512_and_si512(h4, _mm512_set1_epi8(0x10)));
   }
 };
+// IQ4_NL: its levels (IQ4_XS shares them) plus 128, 1..241, as unsigned codes, so it takes this
+// kernel's path, 128 times each block's activation sum off the block's sum: the integer the
+// signed kernel (gemm_signed32) forms, so the same bits, without a magnitude, a sign mask and a
+// negation of the activations per vector and token. (kIq4nlValues is constant-initialized, so
+// this dynamic initializer reads it filled.)
+inline const std::array<uint8_t, 16> kIq4LevelsPlus128 = [] {
+  std::array<uint8_t, 16> t{};
+  for (int c = 0; c < 16; ++c) t[c] = static_cast<uint8_t>(kIq4nlValues[c] + 128);
+  return t;
+}();
+struct IQ4_NLx16 {
+  using Block = BlockIQ4_NLx8;
+  static constexpr int kShift = 7;
+  static __m512i code(const Block& a, const Block& b, int g) {
+    const __m512i levels = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4LevelsPlus128.data())));
+    return _mm512_shuffle_epi8(levels, nibble_group2(a.qs, b.qs, g));
+  }
+};
 
 template <typename F, int NT>
 void unsigned32_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, const Q8BlockInfo* xsum,
@@ -159,20 +177,13 @@ void unsigned32_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, 
   STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + os * t, acc[t]);
 }
 
-// ---- Q8_0, IQ4_NL: signed codes, two groups per call in one register ----
+// ---- Q8_0: signed codes, two groups per call in one register ----
 // AVX-512 has no byte sign instruction: the activations are negated under the mask of negative
 // codes instead, which gives psignb's bytes wherever the code is not 0 (and there |code| is 0).
 struct Q8_0x16 {
   using Block = BlockQ8_0x8;
   static __m512i code(const Block& a, const Block& b, int g) {
     return join256(load256(reinterpret_cast<const uint8_t*>(a.qs) + 32 * g), load256(reinterpret_cast<const uint8_t*>(b.qs) + 32 * g));
-  }
-};
-struct IQ4_NLx16 {
-  using Block = BlockIQ4_NLx8;
-  static __m512i code(const Block& a, const Block& b, int g) {
-    const __m512i levels = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
-    return _mm512_shuffle_epi8(levels, nibble_group2(a.qs, b.qs, g));
   }
 };
 
@@ -208,6 +219,8 @@ void signed32_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, si
   STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + os * t, acc[t]);
 }
 
+// G = 1 is the 256-bit signed kernel on F1; G = 2 the pair on F, signed codes or (with F::kShift)
+// unsigned codes with an offset.
 template <typename F, typename F1, int G, int NT>
 void signed32_groups_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, const Q8BlockInfo* xsum,
                          size_t xss, float* out, size_t os) {
@@ -215,6 +228,8 @@ void signed32_groups_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, 
     float one[8 * NT];
     gemm_signed32<F1, NT>(n, w, xq, xs, xsum, xss, one);
     for (int t = 0; t < NT; ++t) std::memcpy(out + os * t, one + 8 * t, 8 * sizeof(float));
+  } else if constexpr (requires { F::kShift; }) {
+    unsigned32_pair_512<F, NT>(n, w, gs, xq, xs, xsum, xss, out, os);
   } else {
     signed32_pair_512<F, NT>(n, w, gs, xq, xs, xsum, xss, out, os);
   }
@@ -475,12 +490,7 @@ void q23_k_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_
 struct IQ4_XSOffset {
   using Packed = BlockIQ4_XSx8;
   static constexpr int kOffset = 128;
-  // (kIq4nlValues is constant-initialized, so this dynamic initializer reads it filled)
-  static inline const std::array<uint8_t, 16> kCodes = [] {
-    std::array<uint8_t, 16> t{};
-    for (int c = 0; c < 16; ++c) t[c] = static_cast<uint8_t>(kIq4nlValues[c] + kOffset);  // 1..241
-    return t;
-  }();
+  static inline const std::array<uint8_t, 16>& kCodes = kIq4LevelsPlus128;
 };
 template <typename L, int NT>
 void nibble_values_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, float* out, size_t os) {
