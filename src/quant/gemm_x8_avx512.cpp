@@ -177,61 +177,30 @@ void unsigned32_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, 
   STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + os * t, acc[t]);
 }
 
-// ---- Q8_0: signed codes, two groups per call in one register ----
-// AVX-512 has no byte sign instruction: the activations are negated under the mask of negative
-// codes instead, which gives psignb's bytes wherever the code is not 0 (and there |code| is 0).
+// ---- Q8_0: two groups per call in one register ----
+// AVX-512 has no byte sign instruction, so the signed codes go in plus 128 (0..255, one xor) as
+// unsigned codes through the Q4_0 pair kernel's path, which takes 128 times each block's
+// activation sum back off: the integer gemm_signed32 forms, so the same bits.
 struct Q8_0x16 {
   using Block = BlockQ8_0x8;
+  static constexpr int kShift = 7;
   static __m512i code(const Block& a, const Block& b, int g) {
-    return join256(load256(reinterpret_cast<const uint8_t*>(a.qs) + 32 * g), load256(reinterpret_cast<const uint8_t*>(b.qs) + 32 * g));
+    const __m512i v = join256(load256(reinterpret_cast<const uint8_t*>(a.qs) + 32 * g), load256(reinterpret_cast<const uint8_t*>(b.qs) + 32 * g));
+    return _mm512_xor_si512(v, _mm512_set1_epi8(static_cast<char>(0x80)));
   }
 };
 
-template <typename F, int NT>
-void signed32_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, const Q8BlockInfo* xsum,
-                       size_t xss, float* out, size_t os) {
-  const auto* b0 = reinterpret_cast<const typename F::Block*>(w);
-  const auto* b1 = reinterpret_cast<const typename F::Block*>(w + gs);
-  __m512 acc[NT];
-  STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
-  for (int ib = 0; ib < n / 32; ++ib) {
-    prefetch_pair_ahead(b0 + ib, gs);
-    const BlockQ8_0* y[NT];
-    STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_0*>(xq + xs * t) + ib;
-    __m512i s32[NT];
-    STRATA_UNROLL for (int t = 0; t < NT; ++t) s32[t] = _mm512_setzero_si512();
-    STRATA_UNROLL for (int g = 0; g < 8; ++g) {
-      const __m512i c = F::code(b0[ib], b1[ib], g);
-      const __m512i a = _mm512_abs_epi8(c);
-      const __mmask64 neg = _mm512_movepi8_mask(c);
-      STRATA_UNROLL for (int t = 0; t < NT; ++t) {
-        int32_t x4;
-        std::memcpy(&x4, y[t]->qs + 4 * g, 4);
-        const __m512i x = _mm512_set1_epi32(x4);
-        s32[t] = _mm512_dpbusd_epi32(s32[t], a, _mm512_mask_sub_epi8(x, neg, _mm512_setzero_si512(), x));
-        STRATA_KEEP(s32[t]);
-      }
-    }
-    const __m512 dw = load_d16(b0[ib].d, b1[ib].d);
-    STRATA_UNROLL for (int t = 0; t < NT; ++t)
-      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(xsum[xss * t + ib].d)), _mm512_cvtepi32_ps(s32[t]), acc[t]);
-  }
-  STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + os * t, acc[t]);
-}
-
-// G = 1 is the 256-bit signed kernel on F1; G = 2 the pair on F, signed codes or (with F::kShift)
-// unsigned codes with an offset.
+// G = 1 is the 256-bit signed kernel on F1; G = 2 the unsigned pair on F (signed codes plus 128).
 template <typename F, typename F1, int G, int NT>
 void signed32_groups_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, const Q8BlockInfo* xsum,
                          size_t xss, float* out, size_t os) {
+  static_assert(F::kShift == 7);
   if constexpr (G == 1) {
     float one[8 * NT];
     gemm_signed32<F1, NT>(n, w, xq, xs, xsum, xss, one);
     for (int t = 0; t < NT; ++t) std::memcpy(out + os * t, one + 8 * t, 8 * sizeof(float));
-  } else if constexpr (requires { F::kShift; }) {
-    unsigned32_pair_512<F, NT>(n, w, gs, xq, xs, xsum, xss, out, os);
   } else {
-    signed32_pair_512<F, NT>(n, w, gs, xq, xs, xsum, xss, out, os);
+    unsigned32_pair_512<F, NT>(n, w, gs, xq, xs, xsum, xss, out, os);
   }
 }
 
