@@ -13,15 +13,15 @@
 namespace strata {
 namespace {
 
-// The reading loop uses the widest loads the CPU has: with 8-byte loads two cores of an AVX-512
-// host could issue too few of them to keep memory busy (17 GB/s where 64-byte loads read 25),
-// and the weight-streaming kernels it bounds read with whole vectors.
 uint64_t fold(const uint64_t* w, int n) {
   uint64_t r = 0;
   for (int i = 0; i < n; ++i) r ^= w[i];
   return r;
 }
 
+// The reading loop uses the widest loads the CPU has: with 8-byte loads two cores of an AVX-512
+// host could issue too few of them to keep memory busy (17 GB/s where 64-byte loads read 25),
+// and the weight-streaming kernels it bounds read with whole vectors.
 [[gnu::target("avx512f")]] uint64_t xor_lines_avx512(const uint8_t* p, size_t lines) {
   __m512i a = _mm512_setzero_si512(), b = a, c = a, d = a;
   for (size_t i = 0; i + 4 <= lines; i += 4, p += 256) {

@@ -714,6 +714,14 @@ void groups_scalar(int n, const uint8_t* w, size_t gs, int ngroups, const uint8_
 
 }  // namespace
 
+void share_tq1_0_packed_kernels(KernelTable& t) {
+  const int from = static_cast<int>(GgmlType::TQ2_0), to = static_cast<int>(GgmlType::TQ1_0);
+  t.gemm_x8[to] = t.gemm_x8[from];
+  t.gemm_groups[to] = t.gemm_groups[from];
+  t.groups_per_call[to] = t.groups_per_call[from];
+  t.decode_packed8[to] = t.decode_packed8[from];
+}
+
 void fill_scalar_gemm_x8(KernelTable& t) {
   t.gemm_x8[static_cast<int>(GgmlType::Q8_0)] = gemm_32_scalar<BlockQ8_0x8, code_q8_0, 0>;
   t.gemm_x8[static_cast<int>(GgmlType::Q4_0)] = gemm_32_scalar<BlockQ4_0x8, code_nibble<BlockQ4_0x8>, 8>;
@@ -724,7 +732,6 @@ void fill_scalar_gemm_x8(KernelTable& t) {
   t.gemm_x8[static_cast<int>(GgmlType::Q2_K)] = gemm_k_scalar<SumQ2_K>;
   t.gemm_x8[static_cast<int>(GgmlType::Q3_K)] = gemm_k_scalar<SumQ3_K>;
   t.gemm_x8[static_cast<int>(GgmlType::TQ2_0)] = gemm_k_scalar<SumTQ2_0>;
-  t.gemm_x8[static_cast<int>(GgmlType::TQ1_0)] = gemm_k_scalar<SumTQ2_0>;  // grown into TQ2_0's layout
   t.gemm_x8[static_cast<int>(GgmlType::Q4_K)] = gemm_k_scalar<SumQ45_K<BlockQ4_Kx8>>;
   t.gemm_x8[static_cast<int>(GgmlType::Q5_K)] = gemm_k_scalar<SumQ45_K<BlockQ5_Kx8>>;
   t.gemm_x8[static_cast<int>(GgmlType::Q6_K)] = gemm_k_scalar<SumQ6_K>;
@@ -745,6 +752,7 @@ void fill_scalar_gemm_x8(KernelTable& t) {
   t.groups_per_call[static_cast<int>(GgmlType::BF16)] = 3;
   t.groups_per_call[static_cast<int>(GgmlType::Q4_0)] = 2;
   t.groups_per_call[static_cast<int>(GgmlType::Q5_0)] = 2;
+  share_tq1_0_packed_kernels(t);
 }
 
 }  // namespace strata

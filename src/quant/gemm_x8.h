@@ -201,6 +201,10 @@ using GemmHalfWideFn = void (*)(int k0, int kc, const uint8_t* w, size_t group_s
 void q8_0_block_info(const uint8_t* xq, int64_t n, Q8BlockInfo* info);
 
 struct KernelTable;
+// TQ1_0 is packed (grown) into TQ2_0's layout: its packed-weight entries (gemm_x8, gemm_groups,
+// groups_per_call, decode_packed8) become TQ2_0's. Each fill below ends with it, so the two
+// formats' packed kernels cannot drift apart; the file-layout entries stay each format's own.
+void share_tq1_0_packed_kernels(KernelTable& t);
 void fill_scalar_gemm_x8(KernelTable& t);
 void fill_avx2_gemm_x8(KernelTable& t);    // gemm_x8_avx2.cpp
 void fill_avx512_gemm_x8(KernelTable& t);  // gemm_x8_avx512.cpp

@@ -17,7 +17,6 @@ void fill_avx2_gemm_x8(KernelTable& t) {
   t.decode_packed8[static_cast<int>(GgmlType::Q2_K)] = decode_packed8_q23<BlockQ2_Kx8>;
   t.decode_packed8[static_cast<int>(GgmlType::Q3_K)] = decode_packed8_q23<BlockQ3_Kx8>;
   t.gemm_x8[static_cast<int>(GgmlType::TQ2_0)] = Dispatch<KTQ2_0>::run;
-  t.gemm_x8[static_cast<int>(GgmlType::TQ1_0)] = Dispatch<KTQ2_0>::run;  // grown into TQ2_0's layout
   t.gemm_x8[static_cast<int>(GgmlType::Q4_K)] = Dispatch<KQ4_K>::run;
   t.gemm_x8[static_cast<int>(GgmlType::Q5_K)] = Dispatch<KQ5_K>::run;
   t.gemm_x8[static_cast<int>(GgmlType::Q6_K)] = Dispatch<KQ6_K>::run;
@@ -57,6 +56,7 @@ void fill_avx2_gemm_x8(KernelTable& t) {
   t.groups_per_call[static_cast<int>(GgmlType::BF16)] = 3;
   t.groups_per_call[static_cast<int>(GgmlType::Q4_0)] = 2;
   t.groups_per_call[static_cast<int>(GgmlType::Q5_0)] = 2;
+  share_tq1_0_packed_kernels(t);
 }
 
 }  // namespace strata

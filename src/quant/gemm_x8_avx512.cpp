@@ -811,7 +811,6 @@ void fill_avx512_gemm_x8(KernelTable& t) {
   t.gemm_groups[static_cast<int>(GgmlType::Q2_K)] = GroupsDispatch<GQ2_Kx16, 2>::run;
   t.gemm_groups[static_cast<int>(GgmlType::Q3_K)] = GroupsDispatch<GQ3_Kx16, 2>::run;
   t.gemm_groups[static_cast<int>(GgmlType::TQ2_0)] = GroupsDispatch<GTQ2_0x16, 2>::run;
-  t.gemm_groups[static_cast<int>(GgmlType::TQ1_0)] = GroupsDispatch<GTQ2_0x16, 2>::run;
   t.gemm_groups[static_cast<int>(GgmlType::IQ2_XXS)] = GroupsDispatch<GIQ2_XXSx16, 2>::run;
   t.gemm_groups[static_cast<int>(GgmlType::IQ2_XS)] = GroupsDispatch<GIQ2x16, 2>::run;
   t.gemm_groups[static_cast<int>(GgmlType::IQ2_S)] = GroupsDispatch<GIQ2x16, 2>::run;
@@ -826,7 +825,6 @@ void fill_avx512_gemm_x8(KernelTable& t) {
   t.groups_per_call[static_cast<int>(GgmlType::Q2_K)] = 2;
   t.groups_per_call[static_cast<int>(GgmlType::Q3_K)] = 2;
   t.groups_per_call[static_cast<int>(GgmlType::TQ2_0)] = 2;
-  t.groups_per_call[static_cast<int>(GgmlType::TQ1_0)] = 2;
   t.groups_per_call[static_cast<int>(GgmlType::IQ4_XS)] = 2;
   t.groups_per_call[static_cast<int>(GgmlType::Q4_K)] = 2;
   t.groups_per_call[static_cast<int>(GgmlType::Q5_K)] = 2;
@@ -866,7 +864,7 @@ void fill_avx512_gemm_x8(KernelTable& t) {
   // 2.5 times TQ1_0's decoded file rows; decoded, 3.1-3.4 ms. (With the AVX2 table the decoded
   // path measured slower than the packed kernel, 7.4-9.4 against 6.7-7.9 ms, so it stays there.)
   t.decode_packed8[static_cast<int>(GgmlType::TQ2_0)] = decode_packed8_q23<BlockTQ2_0x8>;
-  t.decode_packed8[static_cast<int>(GgmlType::TQ1_0)] = decode_packed8_q23<BlockTQ2_0x8>;
+  share_tq1_0_packed_kernels(t);
 }
 
 }  // namespace strata
