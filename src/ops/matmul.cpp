@@ -277,9 +277,11 @@ Work packed_work(const Matrix& w, const Input& in, float* y) {
       return kPackRows;
     });
   // Formats with a several-groups kernel take up to groups_per_call groups per call, sharing each
-  // activation broadcast; the others one group at a time.
+  // activation broadcast (decode_groups_per_call where set and every token fits one pass); the
+  // others one group at a time.
   const GemmGroupsFn multi = k.gemm_groups[ti];
-  const int per_call = multi ? k.groups_per_call[ti] : 1;
+  const int decode_groups = n_tok <= kPackMaxTokens ? k.decode_groups_per_call[ti] : 0;
+  const int per_call = multi ? (decode_groups ? decode_groups : k.groups_per_call[ti]) : 1;
   return {(groups + per_call - 1) / per_call, 0, groups * kPackRows, per_call * kPackRows,
           [=, &w](int64_t s0, int64_t s1) {
             float out[kPackRows * kPackMaxTokens];

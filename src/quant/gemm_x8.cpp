@@ -719,6 +719,7 @@ void share_tq1_0_packed_kernels(KernelTable& t) {
   t.gemm_x8[to] = t.gemm_x8[from];
   t.gemm_groups[to] = t.gemm_groups[from];
   t.groups_per_call[to] = t.groups_per_call[from];
+  t.decode_groups_per_call[to] = t.decode_groups_per_call[from];
   t.decode_packed8[to] = t.decode_packed8[from];
 }
 

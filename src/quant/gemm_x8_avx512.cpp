@@ -837,6 +837,18 @@ void fill_avx512_gemm_x8(KernelTable& t) {
   t.groups_per_call[static_cast<int>(GgmlType::Q8_0)] = 2;
   t.groups_per_call[static_cast<int>(GgmlType::Q4_1)] = 2;
   t.groups_per_call[static_cast<int>(GgmlType::IQ4_NL)] = 2;
+  // Decode on AMD (Zen 4) one group per call: the pairs' two interleaved streams read memory at
+  // 50-65 % of one stream's speed there, whatever the software prefetch (2-8 KiB ahead, in slices
+  // or none), which costs more than the shared broadcasts gain. The 2-core Zen 4 host, Matvec from
+  // memory (MV_KIB=262144 MV_COLS=1024, best of 2), pairs -> one group, one thread: Q4_0 14.5 ->
+  // 24.1, Q8_0 13.8 -> 23.8, Q4_K 11.7 -> 21.6, Q6_K 11.6 -> 23.1 GB/s; two threads: Q4_0 26.3 ->
+  // 33.5, Q4_K 21.3 -> 32.5 GB/s. In cache, both take about the same time. F16 and BF16 keep their
+  // four groups (one group per call read more slowly).
+  __builtin_cpu_init();
+  if (__builtin_cpu_is("amd"))
+    for (int ty = 0; ty < kMaxTypes; ++ty)
+      if (t.groups_per_call[ty] > 1 && ty != static_cast<int>(GgmlType::F16) && ty != static_cast<int>(GgmlType::BF16))
+        t.decode_groups_per_call[ty] = 1;
   t.gemm_groups[static_cast<int>(GgmlType::F16)] = GroupsDispatch<GF16x16, 4>::run;
   t.gemm_groups[static_cast<int>(GgmlType::BF16)] = GroupsDispatch<GBF16x16, 4>::run;
   // Prefill on more than 4 tokens: the weights widened once per chunk of columns, 8 tokens x 32

@@ -80,7 +80,8 @@ struct KernelTable {
   GemmDecodedBandsFn gemm_decoded_bands[kMaxTypes] = {};  // optional: gemm_decoded8 on many tokens
   GemmX8Fn gemm_x8[kMaxTypes] = {};        // kernels on weights packed 8 rows at a time
   GemmGroupsFn gemm_groups[kMaxTypes] = {};  // optional: several packed groups per call...
-  int groups_per_call[kMaxTypes] = {};       // ...this many at most
+  int groups_per_call[kMaxTypes] = {};       // ...this many at most, and in decode (one pass of
+  int decode_groups_per_call[kMaxTypes] = {};  // at most kPackMaxTokens tokens) this many (0: as above)
   GemmHalfWideFn gemm_half_wide[kMaxTypes] = {};  // optional: F16/BF16 prefill on many tokens...
   int half_wide_groups[kMaxTypes] = {};           // ...this many groups per call at most
   GemmAmxFn gemm_amx[kMaxTypes] = {};  // optional: packed prefill on AMX tiles, 16 rows per call
