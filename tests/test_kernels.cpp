@@ -566,6 +566,9 @@ TEST(PackedGroups, GroupsPerCallGiveTheSingleGroupBits) {
       const int max_groups = k->groups_per_call[static_cast<int>(type)];
       ASSERT_GE(max_groups, 1);
       ASSERT_LE(max_groups, kMaxGroupsPerCall);
+      // Decode's count (0: the same) is one of those checked below.
+      const int decode_groups = k->decode_groups_per_call[static_cast<int>(type)];
+      EXPECT_TRUE(decode_groups >= 0 && decode_groups <= max_groups) << k->isa << " " << type_name(type);
       for (int ng = 1; ng <= max_groups; ++ng)
         for (int ntok = 1; ntok <= kPackMaxTokens; ++ntok) {
           float all[kPackMaxTokens * kMaxGroupsPerCall * 8];
