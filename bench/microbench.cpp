@@ -1,7 +1,8 @@
 // Google Benchmark microbenchmarks of the dot kernels, one per weight format:
 //  - Dot/<format>: one 4096-wide row against quantized activations, in L1 (kernel throughput).
 //  - Matvec/<format>: y = W x over a 64 MiB matrix on one thread (memory-bound decode step;
-//    MV_KIB=256 for a matrix in cache, the kernel's own speed; MV_COLS sets the row width).
+//    MV_KIB=256 for a matrix in cache, the kernel's own speed; MV_COLS sets the row width,
+//    MV_TOKENS the activation rows, MV_THREADS the threads).
 //  - Matmul/<format>: 128 activation rows through a 896 x 4864 matrix (compute-bound prefill).
 //  - TokenBands/<format>: the AVX-512 prefill kernel of the decoded formats alone, in cache.
 //  - AmxDecoded/<format>: the same formats' AMX prefill kernel alone (AMX hosts), in cache.
@@ -118,15 +119,17 @@ void BM_Matvec(benchmark::State& state, GgmlType t) {
   for (size_t off = block; off < w.size(); off += block) std::copy_n(w.begin(), std::min(block, w.size() - off), w.begin() + off);
   ops::Matrix m{t, rows, cols, w.data(), row_bytes(t, cols)};
   auto packed = pack(m);
-  std::vector<float> x(cols, 0.5f), y(static_cast<size_t>(rows));
+  // MV_TOKENS: activation rows per call (default 1; 2-4 as when several sessions decode together).
+  const int ntok = std::getenv("MV_TOKENS") ? std::clamp(atoi(std::getenv("MV_TOKENS")), 1, 64) : 1;
+  std::vector<float> x(static_cast<size_t>(cols) * ntok, 0.5f), y(static_cast<size_t>(rows) * ntok);
   // MV_THREADS: worker threads (default 1), to see how a matrix shares the memory bus.
   ThreadPool pool(std::getenv("MV_THREADS") ? std::max(1, atoi(std::getenv("MV_THREADS"))) : 1);
   for (auto _ : state) {
-    ops::matmul(m, x.data(), 1, y.data(), pool);
+    ops::matmul(m, x.data(), ntok, y.data(), pool);
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.size()));
-  state.SetItemsProcessed(state.iterations() * rows * cols);
+  state.SetItemsProcessed(state.iterations() * rows * cols * ntok);
 }
 
 // Load time: 64 rows of 1024 values (a 0.6B model's row width) packed 8 at a time, as the model

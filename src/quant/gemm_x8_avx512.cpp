@@ -842,8 +842,9 @@ void fill_avx512_gemm_x8(KernelTable& t) {
   // or none), which costs more than the shared broadcasts gain. The 2-core Zen 4 host, Matvec from
   // memory (MV_KIB=262144 MV_COLS=1024, best of 2), pairs -> one group, one thread: Q4_0 14.5 ->
   // 24.1, Q8_0 13.8 -> 23.8, Q4_K 11.7 -> 21.6, Q6_K 11.6 -> 23.1 GB/s; two threads: Q4_0 26.3 ->
-  // 33.5, Q4_K 21.3 -> 32.5 GB/s. In cache, both take about the same time. F16 and BF16 keep their
-  // four groups (one group per call read more slowly).
+  // 33.5, Q4_K 21.3 -> 32.5 GB/s; 4 tokens, two threads: Q4_K 18.1 -> 23.7. In cache the pairs are
+  // faster (Q4_K 83.8 against 60.3 G values/s), so prompts keep them. F16 and BF16 keep their four
+  // groups (one group per call read more slowly).
   __builtin_cpu_init();
   if (__builtin_cpu_is("amd"))
     for (int ty = 0; ty < kMaxTypes; ++ty)
