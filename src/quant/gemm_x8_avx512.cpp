@@ -53,7 +53,7 @@ constexpr size_t kPairPrefetchGroupsMax = 16384, kPairPrefetchInGroup = 2048;
 
 // F16/BF16 decode: each group's stream is fetched 2 KiB ahead, a line every 4 columns (none
 // before: bench -p 0 -n 32 on q2-F16 27.7-28.0 -> 29.2-29.6 tok/s, three alternated rounds).
-// kPrefetch false: none, for AMD hosts (see fill_avx512_gemm_x8).
+// kPrefetch false: none, for AMD hosts (amd_decode_streams).
 template <class W, int G, int NT, bool kPrefetch = true>
 void half_groups_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t,
                      float* out, size_t os) {
@@ -99,7 +99,8 @@ void half_groups_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size
 // kernel's loop over the block (part 0..kParts-1), not in one burst at the block's start: a burst
 // of 22-56 prefetches waits on the fill buffers and holds the block's compute behind it. Zen 4,
 // one thread, Matvec/Q4_K from memory (MV_KIB=262144 MV_COLS=1024, best of 3, two rounds):
-// 9.34, 9.35 -> 12.03, 12.15 GB/s with 4 slices (8, 16 and 32 no better).
+// 9.34, 9.35 -> 12.03, 12.15 GB/s with 4 slices (8, 16 and 32 no better). (AMD hosts now decode
+// one group per call, amd_decode_streams; there the pairs run prompts.)
 template <class Block, int kParts = 1>
 inline void prefetch_pair_ahead(const Block* b, size_t gs, int part = 0) {
   constexpr size_t kLines = (sizeof(Block) + 63) / 64, kPer = (kLines + kParts - 1) / kParts;
@@ -792,6 +793,25 @@ void gemm_decoded_bands(int n, const uint8_t* w, const uint8_t* bands, size_t ba
   }
 }
 
+// Decode on AMD (Zen 4) one group per call: the pairs' two interleaved streams read memory at
+// 50-65 % of one stream's speed there, whatever the software prefetch (2-8 KiB ahead, in slices
+// or none), which costs more than the shared broadcasts gain. The 2-core Zen 4 host, Matvec from
+// memory (MV_KIB=262144 MV_COLS=1024, best of 2), pairs -> one group, one thread: Q4_0 14.5 ->
+// 24.1, Q8_0 13.8 -> 23.8, Q4_K 11.7 -> 21.6, Q6_K 11.6 -> 23.1 GB/s; two threads: Q4_0 26.3 ->
+// 33.5, Q4_K 21.3 -> 32.5 GB/s; 4 tokens, two threads: Q4_K 18.1 -> 23.7. In cache the pairs are
+// faster (Q4_K 83.8 against 60.3 G values/s), so prompts keep them. F16 and BF16 keep their four
+// groups (one group per call read more slowly), and their four streams read faster there with no
+// software prefetch: q2-F16 generation, bench -p 0 -n 32 -t 2 -r 3, nine alternated pairs of runs,
+// prefetch -> none, median 31.4 -> 33.8 tok/s (none faster in 7 of the 9); Matvec/F16 from memory
+// (MV_KIB=524288 MV_THREADS=2, best of 3) 32.2, 28.4, 29.0 -> 31.5, 42.0, 31.9 GB/s.
+void amd_decode_streams(KernelTable& t) {
+  const int f16 = static_cast<int>(GgmlType::F16), bf16 = static_cast<int>(GgmlType::BF16);
+  for (int ty = 0; ty < kMaxTypes; ++ty)
+    if (t.groups_per_call[ty] > 1 && ty != f16 && ty != bf16) t.decode_groups_per_call[ty] = 1;
+  t.gemm_groups[f16] = GroupsDispatch<GF16x16Unfetched, 4>::run;
+  t.gemm_groups[bf16] = GroupsDispatch<GBF16x16Unfetched, 4>::run;
+}
+
 }  // namespace
 
 void fill_avx512_gemm_x8(KernelTable& t) {
@@ -840,19 +860,6 @@ void fill_avx512_gemm_x8(KernelTable& t) {
   t.groups_per_call[static_cast<int>(GgmlType::Q8_0)] = 2;
   t.groups_per_call[static_cast<int>(GgmlType::Q4_1)] = 2;
   t.groups_per_call[static_cast<int>(GgmlType::IQ4_NL)] = 2;
-  // Decode on AMD (Zen 4) one group per call: the pairs' two interleaved streams read memory at
-  // 50-65 % of one stream's speed there, whatever the software prefetch (2-8 KiB ahead, in slices
-  // or none), which costs more than the shared broadcasts gain. The 2-core Zen 4 host, Matvec from
-  // memory (MV_KIB=262144 MV_COLS=1024, best of 2), pairs -> one group, one thread: Q4_0 14.5 ->
-  // 24.1, Q8_0 13.8 -> 23.8, Q4_K 11.7 -> 21.6, Q6_K 11.6 -> 23.1 GB/s; two threads: Q4_0 26.3 ->
-  // 33.5, Q4_K 21.3 -> 32.5 GB/s; 4 tokens, two threads: Q4_K 18.1 -> 23.7. In cache the pairs are
-  // faster (Q4_K 83.8 against 60.3 G values/s), so prompts keep them. F16 and BF16 keep their four
-  // groups (one group per call read more slowly).
-  __builtin_cpu_init();
-  if (__builtin_cpu_is("amd"))
-    for (int ty = 0; ty < kMaxTypes; ++ty)
-      if (t.groups_per_call[ty] > 1 && ty != static_cast<int>(GgmlType::F16) && ty != static_cast<int>(GgmlType::BF16))
-        t.decode_groups_per_call[ty] = 1;
   t.gemm_groups[static_cast<int>(GgmlType::F16)] = GroupsDispatch<GF16x16, 4>::run;
   t.gemm_groups[static_cast<int>(GgmlType::BF16)] = GroupsDispatch<GBF16x16, 4>::run;
   // Prefill on more than 4 tokens: the weights widened once per chunk of columns, 8 tokens x 32
@@ -864,14 +871,9 @@ void fill_avx512_gemm_x8(KernelTable& t) {
   t.half_wide_groups[static_cast<int>(GgmlType::BF16)] = 4;
   t.groups_per_call[static_cast<int>(GgmlType::F16)] = 4;
   t.groups_per_call[static_cast<int>(GgmlType::BF16)] = 4;
-  // On AMD (Zen 4) the four streams read faster with no software prefetch: q2-F16 generation,
-  // bench -p 0 -n 32 -t 2 -r 3, nine alternated pairs of runs, prefetch -> none, median 31.4 ->
-  // 33.8 tok/s (none faster in 7 of the 9); Matvec/F16 from memory (MV_KIB=524288 MV_THREADS=2,
-  // best of 3) 32.2, 28.4, 29.0 -> 31.5, 42.0, 31.9 GB/s.
-  if (__builtin_cpu_is("amd")) {
-    t.gemm_groups[static_cast<int>(GgmlType::F16)] = GroupsDispatch<GF16x16Unfetched, 4>::run;
-    t.gemm_groups[static_cast<int>(GgmlType::BF16)] = GroupsDispatch<GBF16x16Unfetched, 4>::run;
-  }
+  // AMD hosts decode with fewer memory streams (Zen 4 measurements at amd_decode_streams).
+  __builtin_cpu_init();
+  if (__builtin_cpu_is("amd")) amd_decode_streams(t);
   // Prefill of every format with decoded rows, 16 tokens per register; and of the packed formats
   // whose prefill measured faster decoded so than through their packed kernel (AVX2 decodes packed
   // Q2_K, Q3_K and Q6_K too, for gemm_decoded8). Min ms of 4-6 alternated runs of
