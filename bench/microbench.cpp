@@ -25,6 +25,7 @@
 #include <random>
 #include <vector>
 
+#include "backend/huge_buffer.h"
 #include "backend/thread_pool.h"
 #include "isa_throughput.h"
 #include "kv/attention.h"
@@ -91,13 +92,13 @@ void BM_Dot(benchmark::State& state, GgmlType t) {
   state.SetLabel(std::string(k.isa) + (dq ? " int8" : " float"));
 }
 
-// The 8-row packed copy of a matrix, as the model loader makes it (empty when not packable).
-std::vector<uint8_t> pack(ops::Matrix& m) {
-  std::vector<uint8_t> p;
-  if (!packable(m.type) || !kernels().gemm_x8[static_cast<int>(m.type)] || std::getenv("STRATA_REPACK")) return p;
-  if (packing_grows(m.type) && !std::getenv("STRATA_REPACK_IQ")) return p;
+// The 8-row packed copy of a matrix, as the model loader makes it, in huge pages as the loader's
+// (empty when not packable).
+HugeBuffer pack(ops::Matrix& m) {
+  if (!packable(m.type) || !kernels().gemm_x8[static_cast<int>(m.type)] || std::getenv("STRATA_REPACK")) return {};
+  if (packing_grows(m.type) && !std::getenv("STRATA_REPACK_IQ")) return {};
   const size_t g = packed_group_bytes(m.type, m.cols);
-  p.resize(g * static_cast<size_t>(m.rows / 8));
+  HugeBuffer p(g * static_cast<size_t>(m.rows / 8));
   for (int64_t i = 0; i < m.rows / 8; ++i) pack_rows8(m.type, m.row(8 * i), m.row_stride, m.cols, p.data() + g * i);
   m.packed = p.data();
   m.packed_stride = g;
