@@ -378,6 +378,27 @@ void gemm_q23_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
       STRATA_UNROLL for (int j = 0; j < 4; ++j) {
         STRATA_UNROLL for (int q = 0; q < 2; ++q) {  // sub-block 8h + 2j + q: groups g8 = 4q..4q+3
           const int s = 8 * h + 2 * j + q;
+#if STRATA_X8_VNNI
+          // A sub-block's sum (at most 16 * 7 * 128) from vpdpbusd in 32 bits, then one vpdpwssd
+          // against the sub-scale in the low half of each 32-bit lane (upper half zero): the
+          // integer of the 16-bit sums and madd below, with one operation per vector fewer.
+          __m256i s32[NT];
+          STRATA_UNROLL for (int k = 0; k < 4; ++k) {
+            const __m256i c = q23_k_codes(B, h, j, 4 * q + k);
+            STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+              s32[t] = _mm256_dpbusd_epi32(k ? s32[t] : _mm256_setzero_si256(), c, bcast4(y[t]->qs + 16 * s + 4 * k));
+              STRATA_KEEP(s32[t]);
+            }
+          }
+          const __m128i sc8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(B.sc[s]));
+          __m256i sc;
+          if constexpr (kQ3) sc = _mm256_and_si256(_mm256_cvtepi8_epi32(sc8), _mm256_set1_epi32(0xFFFF));
+          else sc = _mm256_and_si256(_mm256_cvtepu8_epi32(sc8), _mm256_set1_epi32(15));
+          STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+            isum[t] = _mm256_dpwssd_epi32(isum[t], s32[t], sc);
+            STRATA_KEEP(isum[t]);
+          }
+#else
           __m256i s16[NT];
           STRATA_UNROLL for (int k = 0; k < 4; ++k) {
             const __m256i c = q23_k_codes(B, h, j, 4 * q + k);
@@ -394,6 +415,7 @@ void gemm_q23_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
             isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc));
             STRATA_KEEP(isum[t]);
           }
+#endif
         }
       }
     };
@@ -447,6 +469,22 @@ void gemm_tq2_0(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
     STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
     __m256i isum[NT];
     STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+#if STRATA_X8_VNNI
+    // vpdpbusd sums each vector's products in 32 bits (no sub-scales), in four chains (one per
+    // code plane j) added at the end: the same integers as the 16-bit sums and madds below.
+    __m256i s32[4][NT];
+    for (int h = 0; h < 2; ++h) {
+      STRATA_UNROLL for (int g8 = 0; g8 < 8; ++g8) STRATA_UNROLL for (int j = 0; j < 4; ++j) {
+        const __m256i c = q23_k_codes(B, h, j, g8);
+        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+          s32[j][t] = _mm256_dpbusd_epi32(h || g8 ? s32[j][t] : _mm256_setzero_si256(), c, bcast4(y[t]->qs + 128 * h + 32 * j + 4 * g8));
+          STRATA_KEEP(s32[j][t]);
+        }
+      }
+    }
+    STRATA_UNROLL for (int t = 0; t < NT; ++t)
+      isum[t] = _mm256_add_epi32(_mm256_add_epi32(s32[0][t], s32[1][t]), _mm256_add_epi32(s32[2][t], s32[3][t]));
+#else
     for (int h = 0; h < 2; ++h) {
       STRATA_UNROLL for (int j0 = 0; j0 < 4; j0 += 2) {  // values 128h + 32j.., j = j0, j0 + 1
         __m256i s16[NT];
@@ -464,6 +502,7 @@ void gemm_tq2_0(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
         }
       }
     }
+#endif
     const __m256 dw = load_d8(B.d);
     STRATA_UNROLL for (int t = 0; t < NT; ++t) {
       const __m256i s = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t]->bsums));
@@ -538,7 +577,7 @@ void gemm_iq2_levels(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
   const auto* b = reinterpret_cast<const Packed*>(w);
   const __m128i l128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq2LevelsByPair.data()));
   const __m256i levels = _mm256_set_m128i(l128, l128);
-  const __m256i m03 = _mm256_set1_epi8(0x03), m0c = _mm256_set1_epi8(0x0C), p127 = _mm256_set1_epi8(127);
+  [[maybe_unused]] const __m256i m03 = _mm256_set1_epi8(0x03), m0c = _mm256_set1_epi8(0x0C), p127 = _mm256_set1_epi8(127);
   __m256 acc[NT];
   STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int ib = 0; ib < n / 256; ++ib) {
@@ -548,6 +587,39 @@ void gemm_iq2_levels(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
     STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
     __m256i isum[NT];
     STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+#if STRATA_X8_VNNI
+    // As iq2_levels_pair_512 on one group: the sign bit as a mask under which the activations are
+    // negated, vpdpbusd summing in 32 bits, one vpmulld per sub-scale row; exact integer totals,
+    // so the same bits as the 16-bit sums below, in about a quarter fewer operations.
+    constexpr int kQs = iq2_scale_row<Packed>(1) == iq2_scale_row<Packed>(0) ? 2 : 1;  // 16-value sub-blocks per scale row
+    STRATA_UNROLL for (int h = 0; h < 2; ++h) STRATA_UNROLL for (int j = 0; j < 4; ++j) {
+      const __m256i sign_bit = _mm256_set1_epi8(static_cast<char>(1 << (4 * h + j)));
+      STRATA_UNROLL for (int q0 = 0; q0 < 2; q0 += kQs) {
+        __m256i s32[NT];
+        STRATA_UNROLL for (int q = q0; q < q0 + kQs; ++q) {
+          const int s = 8 * h + 2 * j + q;  // sub-block: groups g8 = 4q..4q+3
+          STRATA_UNROLL for (int k = 0; k < 4; ++k) {
+            const int g8 = 4 * q + k;
+            const __m256i v = load256(B.qs + (8 * h + g8) * 32);
+            const __m256i a = _mm256_shuffle_epi8(levels, _mm256_and_si256(j >= 2 ? _mm256_srli_epi16(v, 4) : v, j % 2 ? m0c : m03));
+            const __mmask32 neg = _mm256_test_epi8_mask(load256(B.hm + g8 * 32), sign_bit);
+            STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+              const __m256i x = bcast4(y[t]->qs + 16 * s + 4 * k);
+              const __m256i sx = _mm256_mask_sub_epi8(x, neg, _mm256_setzero_si256(), x);
+              s32[t] = _mm256_dpbusd_epi32(q == q0 && k == 0 ? _mm256_setzero_si256() : s32[t], a, sx);
+              STRATA_KEEP(s32[t]);
+            }
+          }
+        }
+        const int row = iq2_scale_row<Packed>(8 * h + 2 * j + q0);
+        const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(B.sc[row])));
+        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(s32[t], sc));
+          STRATA_KEEP(isum[t]);
+        }
+      }
+    }
+#else
     STRATA_UNROLL for (int h = 0; h < 2; ++h) STRATA_UNROLL for (int j = 0; j < 4; ++j) {
       const int bit = 4 * h + j;  // the sign's bit in the high-mask bytes
       const __m256i sign_bit = _mm256_set1_epi8(static_cast<int8_t>(1 << bit));
@@ -575,6 +647,7 @@ void gemm_iq2_levels(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
         }
       }
     }
+#endif
     const __m256 dw = _mm256_mul_ps(load_d8(B.d), _mm256_set1_ps(0.125f));
     STRATA_UNROLL for (int t = 0; t < NT; ++t)
       acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(y[t]->d)), _mm256_cvtepi32_ps(isum[t]), acc[t]);
@@ -905,7 +978,7 @@ void gemm_iq3_offset(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m128i t128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(L::kCodes.data()));
   const __m256i codes = _mm256_set_m128i(t128, t128);
-  constexpr int kG = L::kPerSum / 2;  // 32-byte vectors (two maddubs each) per 16-bit sum
+  [[maybe_unused]] constexpr int kG = L::kPerSum / 2;  // 32-byte vectors (two maddubs each) per 16-bit sum
   __m256 acc[NT];
   STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int ib = 0; ib < n / 256; ++ib) {
@@ -915,6 +988,30 @@ void gemm_iq3_offset(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
     STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
     __m256i isum[NT];
     STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+#if STRATA_X8_VNNI
+    // vpdpbusd sums a sub-block's products in 32 bits (two chains, the low and the high nibbles),
+    // then one vpmulld by the sub-scale: the integer of the 16-bit sums and madds below.
+    for (int sub = 0; sub < 8; ++sub) {
+      const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(B.sc[sub])));
+      __m256i lo[NT], hi[NT];
+      STRATA_UNROLL for (int g = 0; g < 4; ++g) {
+        const __m256i v = load256(B.qs + sub * 128 + g * 32);
+        const __m256i u0 = _mm256_shuffle_epi8(codes, _mm256_and_si256(v, m4));                         // values 4g..
+        const __m256i u1 = _mm256_shuffle_epi8(codes, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));  // 16+4g..
+        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+          const int8_t* x = y[t]->qs + 32 * sub + 4 * g;
+          lo[t] = _mm256_dpbusd_epi32(g ? lo[t] : _mm256_setzero_si256(), u0, bcast4(x));
+          hi[t] = _mm256_dpbusd_epi32(g ? hi[t] : _mm256_setzero_si256(), u1, bcast4(x + 16));
+          STRATA_KEEP(lo[t]);
+          STRATA_KEEP(hi[t]);
+        }
+      }
+      STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(_mm256_add_epi32(lo[t], hi[t]), sc));
+        STRATA_KEEP(isum[t]);
+      }
+    }
+#else
     for (int sub = 0; sub < 8; ++sub) {
       const __m256i scv = row_bytes_paired<true>(B.sc[sub]);
       STRATA_UNROLL for (int g0 = 0; g0 < 4; g0 += kG) {
@@ -936,6 +1033,7 @@ void gemm_iq3_offset(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
         }
       }
     }
+#endif
     __m256i pairs[4];
     STRATA_UNROLL for (int p = 0; p < 4; ++p) pairs[p] = row_bytes_two<true>(B.sc[2 * p]);
     const __m256 dw = _mm256_mul_ps(load_d8(B.d), _mm256_set1_ps(L::kD));
