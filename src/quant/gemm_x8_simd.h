@@ -141,18 +141,24 @@ void unsigned32_groups(int n, const uint8_t* w, size_t gs, const uint8_t* xq, si
     STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_0*>(xq + xs * t) + ib;
     __m256i s32[G][NT];
 #if STRATA_X8_VNNI
-    STRATA_UNROLL for (int j = 0; j < G; ++j) STRATA_UNROLL for (int t = 0; t < NT; ++t) s32[j][t] = _mm256_setzero_si256();
+    // One group and one token would be a single chain of 8 vpdpbusd: the odd groups take a
+    // second chain then (an exact integer sum).
+    constexpr bool kSplit = G * NT == 1;
+    __m256i odd[G][NT];
+    STRATA_UNROLL for (int j = 0; j < G; ++j) STRATA_UNROLL for (int t = 0; t < NT; ++t) s32[j][t] = odd[j][t] = _mm256_setzero_si256();
     STRATA_UNROLL for (int g = 0; g < 8; ++g) {
       __m256i c[G];
       STRATA_UNROLL for (int j = 0; j < G; ++j) c[j] = F::code(b[j][ib], g);
       STRATA_UNROLL for (int t = 0; t < NT; ++t) {
         const __m256i x4 = bcast4(y[t]->qs + 4 * g);
         STRATA_UNROLL for (int j = 0; j < G; ++j) {
-          s32[j][t] = _mm256_dpbusd_epi32(s32[j][t], c[j], x4);
-          STRATA_KEEP(s32[j][t]);
+          __m256i& chain = kSplit && g % 2 ? odd[j][t] : s32[j][t];
+          chain = _mm256_dpbusd_epi32(chain, c[j], x4);
+          STRATA_KEEP(chain);
         }
       }
     }
+    if constexpr (kSplit) s32[0][0] = _mm256_add_epi32(s32[0][0], odd[0][0]);
 #else
     STRATA_UNROLL for (int g0 = 0; g0 < 8; g0 += F::kPerSum) {
       __m256i s16[G][NT];
@@ -223,20 +229,27 @@ void gemm_signed32(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const 
     const BlockQ8_0* y[NT];
     STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_0*>(xq + xs * t) + ib;
     __m256i s32[NT];
+    // VNNI with one token: the odd groups in a second vpdpbusd chain (an exact integer sum), where
+    // one chain of 8 would wait on each other.
+    [[maybe_unused]] constexpr bool kSplit = STRATA_X8_VNNI && NT == 1;
+    [[maybe_unused]] __m256i odd = _mm256_setzero_si256();
     STRATA_UNROLL for (int g = 0; g < 8; ++g) {
       const __m256i c = F::code(b[ib], g);
       const __m256i a = _mm256_sign_epi8(c, c);
       STRATA_UNROLL for (int t = 0; t < NT; ++t) {
         const __m256i x = _mm256_sign_epi8(bcast4(y[t]->qs + 4 * g), c);
 #if STRATA_X8_VNNI
-        s32[t] = _mm256_dpbusd_epi32(g == 0 ? _mm256_setzero_si256() : s32[t], a, x);
+        __m256i& chain = kSplit && g % 2 ? odd : s32[t];
+        chain = _mm256_dpbusd_epi32(g == 0 || (kSplit && g == 1) ? _mm256_setzero_si256() : chain, a, x);
+        STRATA_KEEP(chain);
 #else
         const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(a, x), ones);
         s32[t] = g == 0 ? p : _mm256_add_epi32(s32[t], p);
-#endif
         STRATA_KEEP(s32[t]);
+#endif
       }
     }
+    if constexpr (kSplit) s32[0] = _mm256_add_epi32(s32[0], odd);
     const __m256 dw = load_d8(b[ib].d);
     STRATA_UNROLL for (int t = 0; t < NT; ++t)
       acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_broadcast_ss(&xsum[xss * t + ib].d)), _mm256_cvtepi32_ps(s32[t]), acc[t]);
@@ -898,10 +911,12 @@ void gemm_nibble_values(int n, const uint8_t* w, const uint8_t* xq, size_t xs, c
     __m256i isum[NT];
     STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
 #if STRATA_X8_VNNI
-    // a sub-block's sums in 32 bits, then one multiply by the row's scale
+    // a sub-block's sums in 32 bits, then one multiply by the row's scale; with one token the
+    // high nibbles' products take a second chain (an exact integer sum)
+    constexpr bool kSplit = NT == 1;
     for (int sub = 0; sub < 8; ++sub) {
-      __m256i s32[NT];
-      STRATA_UNROLL for (int t = 0; t < NT; ++t) s32[t] = _mm256_setzero_si256();
+      __m256i s32[NT], hi32[NT];
+      STRATA_UNROLL for (int t = 0; t < NT; ++t) s32[t] = hi32[t] = _mm256_setzero_si256();
       STRATA_UNROLL for (int g = 0; g < 4; ++g) {
         const __m256i v = load256(B.qs + sub * 128 + g * 32);
         const __m256i c0 = _mm256_shuffle_epi8(levels, _mm256_and_si256(v, m4));                         // values 4g..
@@ -910,12 +925,15 @@ void gemm_nibble_values(int n, const uint8_t* w, const uint8_t* xq, size_t xs, c
         STRATA_UNROLL for (int t = 0; t < NT; ++t) {
           const int8_t* x = y[t]->qs + 32 * sub + 4 * g;
           s32[t] = _mm256_dpbusd_epi32(s32[t], a0, _mm256_sign_epi8(bcast4(x), c0));
-          s32[t] = _mm256_dpbusd_epi32(s32[t], a1, _mm256_sign_epi8(bcast4(x + 16), c1));
+          __m256i& chain = kSplit ? hi32[t] : s32[t];
+          chain = _mm256_dpbusd_epi32(chain, a1, _mm256_sign_epi8(bcast4(x + 16), c1));
           STRATA_KEEP(s32[t]);
+          STRATA_KEEP(hi32[t]);
         }
       }
       const __m256i sc = scales_i8(B.sc[sub]);
       STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+        if constexpr (kSplit) s32[t] = _mm256_add_epi32(s32[t], hi32[t]);
         isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(s32[t], sc));
         STRATA_KEEP(isum[t]);
       }
