@@ -608,7 +608,7 @@ void gemm_iq2_levels(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
     STRATA_UNROLL for (int h = 0; h < 2; ++h) STRATA_UNROLL for (int j = 0; j < 4; ++j) {
       const __m256i sign_bit = _mm256_set1_epi8(static_cast<char>(1 << (4 * h + j)));
       STRATA_UNROLL for (int q0 = 0; q0 < 2; q0 += kQs) {
-        __m256i s32[NT];
+        __m256i s32[NT], odd[NT];  // one token: odd k in a second chain (an exact integer sum)
         STRATA_UNROLL for (int q = q0; q < q0 + kQs; ++q) {
           const int s = 8 * h + 2 * j + q;  // sub-block: groups g8 = 4q..4q+3
           STRATA_UNROLL for (int k = 0; k < 4; ++k) {
@@ -619,11 +619,14 @@ void gemm_iq2_levels(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
             STRATA_UNROLL for (int t = 0; t < NT; ++t) {
               const __m256i x = bcast4(y[t]->qs + 16 * s + 4 * k);
               const __m256i sx = _mm256_mask_sub_epi8(x, neg, _mm256_setzero_si256(), x);
-              s32[t] = _mm256_dpbusd_epi32(q == q0 && k == 0 ? _mm256_setzero_si256() : s32[t], a, sx);
-              STRATA_KEEP(s32[t]);
+              const bool second = NT == 1 && k % 2;
+              __m256i& chain = second ? odd[t] : s32[t];
+              chain = _mm256_dpbusd_epi32(q == q0 && k < (second ? 2 : 1) ? _mm256_setzero_si256() : chain, a, sx);
+              STRATA_KEEP(chain);
             }
           }
         }
+        if constexpr (NT == 1) s32[0] = _mm256_add_epi32(s32[0], odd[0]);
         const int row = iq2_scale_row<Packed>(8 * h + 2 * j + q0);
         const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(B.sc[row])));
         STRATA_UNROLL for (int t = 0; t < NT; ++t) {
