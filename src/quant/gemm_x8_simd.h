@@ -233,6 +233,9 @@ void gemm_signed32(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const 
     // one chain of 8 would wait on each other.
     [[maybe_unused]] constexpr bool kSplit = STRATA_X8_VNNI && NT == 1;
     [[maybe_unused]] __m256i odd = _mm256_setzero_si256();
+#if STRATA_X8_VNNI
+    STRATA_UNROLL for (int t = 0; t < NT; ++t) s32[t] = _mm256_setzero_si256();
+#endif
     STRATA_UNROLL for (int g = 0; g < 8; ++g) {
       const __m256i c = F::code(b[ib], g);
       const __m256i a = _mm256_sign_epi8(c, c);
@@ -240,7 +243,7 @@ void gemm_signed32(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const 
         const __m256i x = _mm256_sign_epi8(bcast4(y[t]->qs + 4 * g), c);
 #if STRATA_X8_VNNI
         __m256i& chain = kSplit && g % 2 ? odd : s32[t];
-        chain = _mm256_dpbusd_epi32(g == 0 || (kSplit && g == 1) ? _mm256_setzero_si256() : chain, a, x);
+        chain = _mm256_dpbusd_epi32(chain, a, x);
         STRATA_KEEP(chain);
 #else
         const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(a, x), ones);
@@ -403,10 +406,9 @@ void gemm_q23_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
               STRATA_KEEP(s32[t]);
             }
           }
-          const __m128i sc8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(B.sc[s]));
           __m256i sc;
-          if constexpr (kQ3) sc = _mm256_and_si256(_mm256_cvtepi8_epi32(sc8), _mm256_set1_epi32(0xFFFF));
-          else sc = _mm256_and_si256(_mm256_cvtepu8_epi32(sc8), _mm256_set1_epi32(15));
+          if constexpr (kQ3) sc = _mm256_and_si256(scales_i8(B.sc[s]), _mm256_set1_epi32(0xFFFF));
+          else sc = _mm256_and_si256(scales_u8(B.sc[s]), _mm256_set1_epi32(15));
           STRATA_UNROLL for (int t = 0; t < NT; ++t) {
             isum[t] = _mm256_dpwssd_epi32(isum[t], s32[t], sc);
             STRATA_KEEP(isum[t]);
@@ -590,7 +592,7 @@ void gemm_iq2_levels(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
   const auto* b = reinterpret_cast<const Packed*>(w);
   const __m128i l128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq2LevelsByPair.data()));
   const __m256i levels = _mm256_set_m128i(l128, l128);
-  [[maybe_unused]] const __m256i m03 = _mm256_set1_epi8(0x03), m0c = _mm256_set1_epi8(0x0C), p127 = _mm256_set1_epi8(127);
+  const __m256i m03 = _mm256_set1_epi8(0x03), m0c = _mm256_set1_epi8(0x0C);
   __m256 acc[NT];
   STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int ib = 0; ib < n / 256; ++ib) {
@@ -609,6 +611,7 @@ void gemm_iq2_levels(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
       const __m256i sign_bit = _mm256_set1_epi8(static_cast<char>(1 << (4 * h + j)));
       STRATA_UNROLL for (int q0 = 0; q0 < 2; q0 += kQs) {
         __m256i s32[NT], odd[NT];  // one token: odd k in a second chain (an exact integer sum)
+        STRATA_UNROLL for (int t = 0; t < NT; ++t) s32[t] = odd[t] = _mm256_setzero_si256();
         STRATA_UNROLL for (int q = q0; q < q0 + kQs; ++q) {
           const int s = 8 * h + 2 * j + q;  // sub-block: groups g8 = 4q..4q+3
           STRATA_UNROLL for (int k = 0; k < 4; ++k) {
@@ -619,16 +622,15 @@ void gemm_iq2_levels(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
             STRATA_UNROLL for (int t = 0; t < NT; ++t) {
               const __m256i x = bcast4(y[t]->qs + 16 * s + 4 * k);
               const __m256i sx = _mm256_mask_sub_epi8(x, neg, _mm256_setzero_si256(), x);
-              const bool second = NT == 1 && k % 2;
-              __m256i& chain = second ? odd[t] : s32[t];
-              chain = _mm256_dpbusd_epi32(q == q0 && k < (second ? 2 : 1) ? _mm256_setzero_si256() : chain, a, sx);
+              __m256i& chain = NT == 1 && k % 2 ? odd[t] : s32[t];
+              chain = _mm256_dpbusd_epi32(chain, a, sx);
               STRATA_KEEP(chain);
             }
           }
         }
         if constexpr (NT == 1) s32[0] = _mm256_add_epi32(s32[0], odd[0]);
         const int row = iq2_scale_row<Packed>(8 * h + 2 * j + q0);
-        const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(B.sc[row])));
+        const __m256i sc = scales_i8(B.sc[row]);
         STRATA_UNROLL for (int t = 0; t < NT; ++t) {
           isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(s32[t], sc));
           STRATA_KEEP(isum[t]);
@@ -636,6 +638,7 @@ void gemm_iq2_levels(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
       }
     }
 #else
+    const __m256i p127 = _mm256_set1_epi8(127);
     STRATA_UNROLL for (int h = 0; h < 2; ++h) STRATA_UNROLL for (int j = 0; j < 4; ++j) {
       const int bit = 4 * h + j;  // the sign's bit in the high-mask bytes
       const __m256i sign_bit = _mm256_set1_epi8(static_cast<int8_t>(1 << bit));
@@ -931,7 +934,7 @@ void gemm_nibble_values(int n, const uint8_t* w, const uint8_t* xq, size_t xs, c
           __m256i& chain = kSplit ? hi32[t] : s32[t];
           chain = _mm256_dpbusd_epi32(chain, a1, _mm256_sign_epi8(bcast4(x + 16), c1));
           STRATA_KEEP(s32[t]);
-          STRATA_KEEP(hi32[t]);
+          STRATA_KEEP(chain);
         }
       }
       const __m256i sc = scales_i8(B.sc[sub]);
@@ -999,7 +1002,6 @@ void gemm_iq3_offset(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m128i t128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(L::kCodes.data()));
   const __m256i codes = _mm256_set_m128i(t128, t128);
-  [[maybe_unused]] constexpr int kG = L::kPerSum / 2;  // 32-byte vectors (two maddubs each) per 16-bit sum
   __m256 acc[NT];
   STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int ib = 0; ib < n / 256; ++ib) {
@@ -1013,7 +1015,7 @@ void gemm_iq3_offset(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
     // vpdpbusd sums a sub-block's products in 32 bits (two chains, the low and the high nibbles),
     // then one vpmulld by the sub-scale: the integer of the 16-bit sums and madds below.
     for (int sub = 0; sub < 8; ++sub) {
-      const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(B.sc[sub])));
+      const __m256i sc = scales_i8(B.sc[sub]);
       __m256i lo[NT], hi[NT];
       STRATA_UNROLL for (int g = 0; g < 4; ++g) {
         const __m256i v = load256(B.qs + sub * 128 + g * 32);
@@ -1033,6 +1035,7 @@ void gemm_iq3_offset(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
       }
     }
 #else
+    constexpr int kG = L::kPerSum / 2;  // 32-byte vectors (two maddubs each) per 16-bit sum
     for (int sub = 0; sub < 8; ++sub) {
       const __m256i scv = row_bytes_paired<true>(B.sc[sub]);
       STRATA_UNROLL for (int g0 = 0; g0 < 4; g0 += kG) {
