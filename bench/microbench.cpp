@@ -97,11 +97,10 @@ void BM_Dot(benchmark::State& state, GgmlType t) {
 HugeBuffer pack(ops::Matrix& m) {
   if (!packable(m.type) || !kernels().gemm_x8[static_cast<int>(m.type)] || std::getenv("STRATA_REPACK")) return {};
   if (packing_grows(m.type) && !std::getenv("STRATA_REPACK_IQ")) return {};
-  const size_t g = packed_group_bytes(m.type, m.cols);
-  HugeBuffer p(g * static_cast<size_t>(m.rows / 8));
-  for (int64_t i = 0; i < m.rows / 8; ++i) pack_rows8(m.type, m.row(8 * i), m.row_stride, m.cols, p.data() + g * i);
+  HugeBuffer p(packed_matrix_bytes(m.type, m.rows / 8, m.cols));
+  pack_matrix8(m.type, m.data, m.row_stride, m.cols, m.rows / 8, p.data());
   m.packed = p.data();
-  m.packed_stride = g;
+  m.packed_stride = packed_group_bytes(m.type, m.cols);
   return p;
 }
 
@@ -139,10 +138,9 @@ void BM_Matvec(benchmark::State& state, GgmlType t) {
 void BM_Pack(benchmark::State& state, GgmlType t) {
   const int64_t cols = 1024, rows = 64;
   auto w = make_rows(t, cols, rows, 5);
-  const size_t g = packed_group_bytes(t, cols);
-  std::vector<uint8_t> p(g * rows / 8);
+  std::vector<uint8_t> p(packed_matrix_bytes(t, rows / 8, cols));
   for (auto _ : state) {
-    for (int64_t i = 0; i < rows / 8; ++i) pack_rows8(t, w.data() + row_bytes(t, cols) * 8 * i, row_bytes(t, cols), cols, p.data() + g * i);
+    pack_matrix8(t, w.data(), row_bytes(t, cols), cols, rows / 8, p.data());
     benchmark::DoNotOptimize(p.data());
   }
   state.SetItemsProcessed(state.iterations() * rows * cols);

@@ -331,8 +331,8 @@ struct PackedCase {
       file.insert(file.end(), row.begin(), row.end());
     }
     group_bytes = packed_group_bytes(t, cols);
-    packed.resize(group_bytes * (rows / 8));
-    for (int g = 0; g < rows / 8; ++g) pack_rows8(t, file.data() + row_stride * 8 * g, row_stride, cols, packed.data() + group_bytes * g);
+    packed.resize(packed_matrix_bytes(t, rows / 8, cols));
+    pack_matrix8(t, file.data(), row_stride, cols, rows / 8, packed.data());
     x = randn(static_cast<size_t>(ntok) * cols, seed + 999, 3.f);
     const GgmlType at = activation_type(t);
     xdeq = x;
@@ -352,8 +352,10 @@ struct PackedCase {
       if (at == GgmlType::Q8_0) q8_0_block_info(xq.data() + i * x_stride, cols, sums.data() + i * sums_stride);
     }
   }
-  void run(GemmX8Fn f, int group, int tok0, int ntok, float* out) const {
-    f(cols, packed.data() + group_bytes * group, xq.data() + x_stride * tok0, x_stride,
+  const uint8_t* group(int g) const { return packed.data() + packed_group_offset(t, group_bytes, g); }
+  size_t call_stride() const { return packed_call_stride(t, group_bytes); }
+  void run(GemmX8Fn f, int g, int tok0, int ntok, float* out) const {
+    f(cols, group(g), xq.data() + x_stride * tok0, x_stride,
       sums.data() + sums_stride * tok0, sums_stride, ntok, out);
   }
 };
@@ -404,9 +406,11 @@ TEST_P(PackedKernels, MatchesFileLayoutDotWithinRounding) {
 TEST(PackedLayouts, ValuesSitWhereTheHeaderSays) {
   for (GgmlType t : {GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q6_K, GgmlType::F16, GgmlType::BF16})
     for (int trial = 0; trial < 4; ++trial) {
-      PackedCase c(t, 16, 256 * (1 + trial), 1, 90 + trial);
-      for (int g = 0; g < 2; ++g) {
-        const uint8_t* p = c.packed.data() + c.group_bytes * g;
+      PackedCase c(t, 40, 256 * (1 + trial), 1, 90 + trial);
+      for (int g = 0; g < 5; ++g) {
+        // F16, BF16: blocks of 4 groups, the block's group j at 16 j (its columns 64 bytes apart)
+        const bool half = t == GgmlType::F16 || t == GgmlType::BF16;
+        const uint8_t* p = c.packed.data() + (half ? c.group_bytes * (g / 4 * 4) + 16 * (g % 4) : c.group_bytes * g);
         for (int r = 0; r < 8; ++r) {
           std::vector<float> want(c.cols);
           dequantize_row_ref(t, c.file.data() + c.row_stride * (8 * g + r), want.data(), c.cols);
@@ -414,7 +418,7 @@ TEST(PackedLayouts, ValuesSitWhereTheHeaderSays) {
             float got = 0;
             if (t == GgmlType::F16 || t == GgmlType::BF16) {
               uint16_t v;
-              std::memcpy(&v, p + 2 * (8 * static_cast<size_t>(k) + r), 2);
+              std::memcpy(&v, p + 64 * static_cast<size_t>(k) + 2 * r, 2);
               got = t == GgmlType::F16 ? fp16_to_fp32(v) : bf16_to_fp32(v);
             } else if (t == GgmlType::Q6_K) {
               const auto& B = reinterpret_cast<const BlockQ6_Kx8*>(p)[k / 256];
@@ -573,7 +577,7 @@ TEST(PackedGroups, GroupsPerCallGiveTheSingleGroupBits) {
         for (int ntok = 1; ntok <= kPackMaxTokens; ++ntok) {
           float all[kPackMaxTokens * kMaxGroupsPerCall * 8];
           const size_t width = 8 * static_cast<size_t>(ng);
-          f(c.cols, c.packed.data(), c.group_bytes, ng, c.xq.data(), c.x_stride, c.sums.data(), c.sums_stride, ntok, all,
+          f(c.cols, c.group(0), c.call_stride(), ng, c.xq.data(), c.x_stride, c.sums.data(), c.sums_stride, ntok, all,
             width);
           for (int g = 0; g < ng; ++g) {
             float one[kPackMaxTokens * 8];
@@ -608,7 +612,7 @@ TEST(AmxTiles, PackedGroupsGiveThePackedKernelsBits) {
         for (int ntok : {5, 16, 17, max_tok}) {
           const size_t width = 20;  // wider than the 16 rows: the rest must stay untouched
           std::vector<float> y(width * ntok, -7.f);
-          f(c.cols, c.packed.data(), c.group_bytes, ng, c.xq.data(), c.x_stride, c.sums.data(), c.sums_stride, ntok,
+          f(c.cols, c.group(0), c.call_stride(), ng, c.xq.data(), c.x_stride, c.sums.data(), c.sums_stride, ntok,
             y.data(), width);
           for (int tok = 0; tok < ntok; ++tok) {
             for (int g = 0; g < ng; ++g) {
@@ -685,7 +689,7 @@ TEST(AmxTiles, DecodedPackedGroupsGiveThePackedKernelsBits) {
     PackedCase c(t, 16, 768, max_tok, 190);
     std::vector<uint8_t> dec0(c.cols / 256 * kDecodedX8BlockBytes), dec1(dec0.size());
     decode8(c.cols, c.packed.data(), dec0.data());
-    decode8(c.cols, c.packed.data() + c.group_bytes, dec1.data());
+    decode8(c.cols, c.group(1), dec1.data());
     const GemmX8Fn ref = scalar_kernels().gemm_x8[static_cast<int>(t)];
     for (int ng : {1, 2})
       for (int ntok : {5, 16, 33, max_tok}) {
@@ -745,7 +749,7 @@ TEST(PackedGroups, HalfWideChunksGiveTheSingleGroupBits) {
           const size_t ys = 8 * static_cast<size_t>(max_groups) + 8;  // wider than the groups
           std::vector<float> y(ys * ntok, std::numeric_limits<float>::quiet_NaN());
           for (int k0 = 0; k0 < cols; k0 += kHalfWideChunk)
-            wide(k0, std::min(kHalfWideChunk, cols - k0), c.packed.data(), c.group_bytes, ng, c.x.data(),
+            wide(k0, std::min(kHalfWideChunk, cols - k0), c.group(0), c.call_stride(), ng, c.group(ng), c.x.data(),
                  static_cast<size_t>(cols), ntok, y.data(), ys);
           for (int g = 0; g < ng; ++g)
             for (int t = 0; t < ntok; ++t) {
@@ -966,11 +970,10 @@ struct TestMatrix {
     }
     m = {t, rows, cols, file.data(), rb};
     if (!pack) return;
-    const size_t gb = packed_group_bytes(t, cols);
-    packed.resize(gb * (rows / 8));
-    for (int g = 0; g < rows / 8; ++g) pack_rows8(t, file.data() + rb * 8 * g, rb, cols, packed.data() + gb * g);
+    packed.resize(packed_matrix_bytes(t, rows / 8, cols));
+    pack_matrix8(t, file.data(), rb, cols, rows / 8, packed.data());
     m.packed = packed.data();
-    m.packed_stride = gb;
+    m.packed_stride = packed_group_bytes(t, cols);
   }
   TestMatrix(const TestMatrix&) = delete;
 };

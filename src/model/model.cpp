@@ -90,7 +90,7 @@ void Model::pack_weights(const LoadOptions& options) {
     size_t total = 0;
     for (Job& j : jobs) {
       j.offset = total;
-      total += (j.stride * static_cast<size_t>(j.groups) + 63) / 64 * 64;  // each matrix starts on a cache line
+      total += (packed_matrix_bytes(j.w->type, j.groups, j.w->cols) + 63) / 64 * 64;  // each matrix starts on a cache line
     }
     return total;
   };
@@ -115,7 +115,8 @@ void Model::pack_weights(const LoadOptions& options) {
     const ops::Matrix& src = *j.w;
     pool.parallel_for(j.groups, 16, [&](int64_t g0, int64_t g1) {
       for (int64_t g = g0; g < g1; ++g)
-        pack_rows8(src.type, src.row(g * kPackRows), src.row_stride, src.cols, dst + j.stride * static_cast<size_t>(g));
+        pack_rows8(src.type, src.row(g * kPackRows), src.row_stride, src.cols,
+                   dst + packed_group_offset(src.type, j.stride, g));
     });
     j.w->packed = dst;
     j.w->packed_stride = j.stride;

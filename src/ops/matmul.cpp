@@ -216,6 +216,11 @@ Work rows_work(const Matrix& w, int64_t r_begin, const Input& in, float* y) {
   });
 }
 
+// Packed group g of w (gemm_x8.h: F16 and BF16 groups interleave in blocks).
+const uint8_t* packed_group(const Matrix& w, int64_t g) {
+  return w.packed + packed_group_offset(w.type, w.packed_stride, g);
+}
+
 // The packed groups of 8 rows: every activation row passes through a group while its weights
 // are in cache; up to kPackMaxTokens activation rows share each unpacked weight block.
 Work packed_work(const Matrix& w, const Input& in, float* y) {
@@ -230,6 +235,7 @@ Work packed_work(const Matrix& w, const Input& in, float* y) {
   const size_t xrow = a ? a->row : static_cast<size_t>(cols) * sizeof(float);
   const Q8BlockInfo* sums = a ? a->sums.data() : nullptr;
   const size_t srow = a ? a->sums_row : 0;
+  const size_t call_stride = packed_call_stride(w.type, w.packed_stride);  // between a call's groups
   // F16 and BF16 on more than 4 tokens: the weights widened once per chunk of columns, for every
   // token; chunks outside, so that the activations' chunk is reused by all the unit's groups.
   if (const GemmHalfWideFn wide = n_tok > kPackMaxTokens ? k.gemm_half_wide[ti] : nullptr) {
@@ -241,9 +247,9 @@ Work packed_work(const Matrix& w, const Input& in, float* y) {
                 for (int64_t s = s0; s < s1; ++s) {
                   const int64_t g = s * per_call;
                   const int ng = static_cast<int>(std::min<int64_t>(per_call, groups - g));
-                  wide(k0, std::min(kHalfWideChunk, cols - k0), w.packed + static_cast<size_t>(g) * w.packed_stride,
-                       w.packed_stride, ng, x, static_cast<size_t>(cols), n_tok, y + g * kPackRows,
-                       static_cast<size_t>(rows));
+                  const uint8_t* next = g + per_call < groups ? packed_group(w, g + per_call) : nullptr;
+                  wide(k0, std::min(kHalfWideChunk, cols - k0), packed_group(w, g), call_stride, ng, next, x,
+                       static_cast<size_t>(cols), n_tok, y + g * kPackRows, static_cast<size_t>(rows));
                 }
             }};
   }
@@ -256,15 +262,15 @@ Work packed_work(const Matrix& w, const Input& in, float* y) {
               for (int64_t s = s0; s < s1; ++s) {
                 const int64_t g = s * kGroups;
                 const int ng = static_cast<int>(std::min<int64_t>(kGroups, groups - g));
-                amx(cols, w.packed + static_cast<size_t>(g) * w.packed_stride, w.packed_stride, ng, xq, xrow, sums,
-                    srow, n_tok, y + g * kPackRows, static_cast<size_t>(rows));
+                amx(cols, packed_group(w, g), call_stride, ng, xq, xrow, sums, srow, n_tok, y + g * kPackRows,
+                    static_cast<size_t>(rows));
               }
             }};
   }
   if (const GemmAmxDecodedFn amx = amx_tokens && k.decode_packed8[ti] ? k.gemm_amx_decoded[ti] : nullptr) {
     const DecodePacked8Fn decode8 = k.decode_packed8[ti];
     return amx_decoded_work(groups, 0, rows, cols, amx, a, n_tok, y, [=, &w](int64_t g, uint8_t* out) {
-      decode8(cols, w.packed + static_cast<size_t>(g) * w.packed_stride, out);
+      decode8(cols, packed_group(w, g), out);
       return kPackRows;
     });
   }
@@ -273,7 +279,7 @@ Work packed_work(const Matrix& w, const Input& in, float* y) {
   const bool decoded = n_tok > kPackMaxTokens && (k.gemm_decoded8[ti] || takes_token_bands(w.type, n_tok));
   if (const DecodePacked8Fn decode8 = decoded ? k.decode_packed8[ti] : nullptr)
     return decoded_groups_work(groups, 0, rows, cols, w.type, a, n_tok, y, [=, &w](int64_t g, uint8_t* out) {
-      decode8(cols, w.packed + static_cast<size_t>(g) * w.packed_stride, out);
+      decode8(cols, packed_group(w, g), out);
       return kPackRows;
     });
   // Formats with a several-groups kernel take up to groups_per_call groups per call, sharing each
@@ -288,13 +294,13 @@ Work packed_work(const Matrix& w, const Input& in, float* y) {
             for (int64_t s = s0; s < s1; ++s) {
               const int64_t g = s * per_call;
               const int ng = static_cast<int>(std::min<int64_t>(per_call, groups - g));
-              const uint8_t* wg = w.packed + static_cast<size_t>(g) * w.packed_stride;
+              const uint8_t* wg = packed_group(w, g);
               for (int t = 0; t < n_tok; t += kPackMaxTokens) {
                 const int nt = std::min(kPackMaxTokens, n_tok - t);
                 float* yt = y + static_cast<size_t>(t) * rows + g * kPackRows;
                 // The several-groups kernels write Y in place; gemm's [nt][8] block is Y's layout for one token.
                 if (multi) {
-                  multi(cols, wg, w.packed_stride, ng, xq + t * xrow, xrow, sums + t * srow, srow, nt, yt, rows);
+                  multi(cols, wg, call_stride, ng, xq + t * xrow, xrow, sums + t * srow, srow, nt, yt, rows);
                 } else if (nt == 1) {
                   gemm(cols, wg, xq + t * xrow, xrow, sums + t * srow, srow, 1, yt);
                 } else {

@@ -257,6 +257,7 @@ void pack_q6_k_row(BlockQ6_Kx8& o, int r, const BlockQ6_K& b) {
 
 // F16, BF16: 4 columns of 8 rows at a time, two 4 x 4 transposes of 16-bit lanes in 64-bit words
 // (lane j at bits 16j, the file's order on a little-endian machine).
+// Column k goes to 64k on (the block layout, kHalfColumnHalves).
 void pack_16bit_rows8(const uint8_t* rows, size_t stride, int64_t cols, uint8_t* dst) {
   static_assert(std::endian::native == std::endian::little);
   constexpr uint64_t kLanes02 = 0x0000FFFF0000FFFFull, kLow32 = 0x00000000FFFFFFFFull;
@@ -271,7 +272,7 @@ void pack_16bit_rows8(const uint8_t* rows, size_t stride, int64_t cols, uint8_t*
       }
       uint64_t col[4] = {(t[0] & kLow32) | t[2] << 32, (t[1] & kLow32) | t[3] << 32, t[0] >> 32 | (t[2] & ~kLow32),
                          t[1] >> 32 | (t[3] & ~kLow32)};
-      for (int j = 0; j < 4; ++j) std::memcpy(dst + 16 * (k + j) + 8 * half, &col[j], 8);
+      for (int j = 0; j < 4; ++j) std::memcpy(dst + 2 * kHalfColumnHalves * (k + j) + 8 * half, &col[j], 8);
     }
 }
 
@@ -434,6 +435,30 @@ void pack_rows8(GgmlType t, const uint8_t* rows, size_t stride, int64_t cols, ui
     default:
       throw Error("no packed layout for " + type_name(t));
   }
+}
+
+int packed_block_groups(GgmlType t) {
+  return t == GgmlType::F16 || t == GgmlType::BF16 ? kHalfBlockGroups : 1;
+}
+
+size_t packed_matrix_bytes(GgmlType t, int64_t groups, int64_t cols) {
+  const int64_t b = packed_block_groups(t);
+  return static_cast<size_t>((groups + b - 1) / b * b) * packed_group_bytes(t, cols);
+}
+
+size_t packed_group_offset(GgmlType t, size_t group_bytes, int64_t g) {
+  const int64_t b = packed_block_groups(t);
+  return static_cast<size_t>(g / b * b) * group_bytes + static_cast<size_t>(g % b) * packed_call_stride(t, group_bytes);
+}
+
+size_t packed_call_stride(GgmlType t, size_t group_bytes) {
+  return packed_block_groups(t) > 1 ? 8 * sizeof(uint16_t) : group_bytes;
+}
+
+void pack_matrix8(GgmlType t, const uint8_t* rows, size_t row_stride, int64_t cols, int64_t groups, uint8_t* dst) {
+  const size_t gb = packed_group_bytes(t, cols);
+  for (int64_t g = 0; g < groups; ++g)
+    pack_rows8(t, rows + row_stride * 8 * static_cast<size_t>(g), row_stride, cols, dst + packed_group_offset(t, gb, g));
 }
 
 void q8_0_block_info(const uint8_t* xq, int64_t n, Q8BlockInfo* info) {
@@ -695,7 +720,7 @@ void gemm_half_scalar(int n, const uint8_t* w, const uint8_t* xq, size_t xs, con
     const float* x = reinterpret_cast<const float*>(xq + xs * t);
     for (int r = 0; r < 8; ++r) {
       float a = 0.f;
-      for (int k = 0; k < n; ++k) a = std::fma(Widen(v[k * 8 + r]), x[k], a);
+      for (int k = 0; k < n; ++k) a = std::fma(Widen(v[k * kHalfColumnHalves + r]), x[k], a);
       out[t * 8 + r] = a;
     }
   }
@@ -749,8 +774,8 @@ void fill_scalar_gemm_x8(KernelTable& t) {
   t.gemm_groups[static_cast<int>(GgmlType::BF16)] = groups_scalar<gemm_half_scalar<bf16_to_fp32>>;
   t.gemm_groups[static_cast<int>(GgmlType::Q4_0)] = groups_scalar<gemm_32_scalar<BlockQ4_0x8, code_nibble<BlockQ4_0x8>, 8>>;
   t.gemm_groups[static_cast<int>(GgmlType::Q5_0)] = groups_scalar<gemm_32_scalar<BlockQ5_0x8, code_q5<BlockQ5_0x8>, 16>>;
-  t.groups_per_call[static_cast<int>(GgmlType::F16)] = 3;
-  t.groups_per_call[static_cast<int>(GgmlType::BF16)] = 3;
+  t.groups_per_call[static_cast<int>(GgmlType::F16)] = kHalfBlockGroups;
+  t.groups_per_call[static_cast<int>(GgmlType::BF16)] = kHalfBlockGroups;
   t.groups_per_call[static_cast<int>(GgmlType::Q4_0)] = 2;
   t.groups_per_call[static_cast<int>(GgmlType::Q5_0)] = 2;
   share_tq1_0_packed_kernels(t);

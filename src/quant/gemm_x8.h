@@ -27,7 +27,12 @@
 //   IQ4_XS: d[8], sub-block scales minus 32 as signed bytes sc[sub][r], and
 //         qs[sub*128 + g*32 + r*4 + i] = byte 16*sub+4g+i of row r (low nibble: value
 //         32*sub+4g+i, high: 32*sub+16+4g+i), nibbles indexing the IQ4_NL levels
-//   F16, BF16: v[k][r] for each column k; one fused multiply-add chain per output, columns in order
+//   F16, BF16: v[k][r] for each column k; one fused multiply-add chain per output, columns in order.
+//         Groups lie in blocks of 4 (32 rows, kHalfBlockGroups): column k of the block's group j
+//         at byte 64k + 16j, so that the decode kernel, which takes a block's 4 groups per call,
+//         reads one stream of whole cache lines. (Four 8-row streams, the groups one after the
+//         other, read 11-16 % slower from memory on the Zen 4 host of the README.) A matrix's
+//         last block is whole (its missing groups zero), and no call spans two blocks.
 //
 // The lattice i-quants IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ3_S, and IQ1_S and IQ1_M, have
 // layouts larger than their files (packed when memory allows or on request, packing_grows and
@@ -146,8 +151,21 @@ template <typename Packed>
 constexpr int iq2_scale_row(int s) { return s / (16 / static_cast<int>(sizeof(Packed::sc) / sizeof(Packed::sc[0]))); }
 // Bytes of one packed group of 8 rows of `cols` elements.
 size_t packed_group_bytes(GgmlType t, int64_t cols);
-// Packs 8 consecutive file rows (row_stride bytes apart) into dst (packed_group_bytes).
+// Packs 8 consecutive file rows (row_stride bytes apart) into the group whose first byte is dst
+// (packed_group_offset into a matrix of packed_matrix_bytes).
 void pack_rows8(GgmlType t, const uint8_t* rows, size_t row_stride, int64_t cols, uint8_t* dst);
+
+// Where a matrix's packed groups lie (group_bytes: packed_group_bytes). Groups come one after the
+// other, except F16 and BF16's, which interleave in blocks of kHalfBlockGroups.
+constexpr int kHalfBlockGroups = 4;
+constexpr int kHalfColumnHalves = 8 * kHalfBlockGroups;  // from one column of a group to the next
+int packed_block_groups(GgmlType t);
+size_t packed_matrix_bytes(GgmlType t, int64_t groups, int64_t cols);
+size_t packed_group_offset(GgmlType t, size_t group_bytes, int64_t g);
+// The group_stride argument of the kernels below: from one group of a call to the next.
+size_t packed_call_stride(GgmlType t, size_t group_bytes);
+// Packs the first 8 * groups rows of a matrix into dst (packed_matrix_bytes, zeroed by the caller).
+void pack_matrix8(GgmlType t, const uint8_t* rows, size_t row_stride, int64_t cols, int64_t groups, uint8_t* dst);
 
 // out[t * 8 + r] = row r of the packed group . activation row t, for t < ntok (1..4).
 // xq: activation rows quantized to activation_type(t), xq_stride bytes apart. xinfo: for Q8_0
@@ -164,8 +182,11 @@ using GemmX8Fn = void (*)(int n, const uint8_t* w, const uint8_t* xq, size_t xq_
 // table's groups_per_call for the format, at most kMaxGroupsPerCall), the other arguments as for
 // GemmX8Fn: out[t * out_stride + g * 8 + r], the same bits as gemm_x8 on each group. Every
 // broadcast activation then feeds several groups' products, which measured faster where the
-// broadcasts, not the multiplies, were the limit (F16 and BF16: 3 groups; Q4_0, Q5_0: 2). The
+// broadcasts, not the multiplies, were the limit (F16 and BF16: 3 groups, now the 4-group block;
+// Q4_0, Q5_0: 2). The
 // AVX-512 table puts two groups in each 512-bit register and takes 4 groups of F16 and BF16.
+// Callers take groups_per_call groups from a multiple of it on, so that with 1, 2 or 4 groups per
+// call, no call spans two F16 or BF16 blocks.
 constexpr int kMaxGroupsPerCall = 4;
 using GemmGroupsFn = void (*)(int n, const uint8_t* w, size_t group_stride, int ngroups, const uint8_t* xq,
                               size_t xq_stride, const Q8BlockInfo* xinfo, size_t xinfo_stride, int ntok, float* out,
@@ -187,15 +208,18 @@ using GemmAmxDecodedFn = void (*)(int n, const uint8_t* dec0, const uint8_t* dec
 
 // F16 and BF16 prefill on many tokens, one chunk of columns at a time: columns [k0, k0 + kc)
 // (kc <= kHalfWideChunk) of ngroups consecutive packed groups (group_stride bytes apart; 1 to the
-// table's half_wide_groups for the format) times ntok f32 activation rows (x_stride floats apart,
+// table's half_wide_groups for the format, 1, 2 or 4, within one block) times ntok f32 activation
+// rows (x_stride floats apart,
 // any count), continuing in y[t * y_stride + g * 8 + r] the chains over columns [0, k0) (started
 // from zero when k0 is 0). After the last chunk y holds the bits of gemm_x8 on each group (one
 // fma chain per output over the columns in order). The weights are widened to f32 once per
 // chunk and shared by every token (GemmGroupsFn widens them again for every 4 tokens); callers
 // take the chunks in the outer loop, so that the activations' chunk stays in cache across groups.
+// next: the caller's next call's first group (its chunk is fetched into L2 meanwhile), or null.
 constexpr int kHalfWideChunk = 256;
-using GemmHalfWideFn = void (*)(int k0, int kc, const uint8_t* w, size_t group_stride, int ngroups, const float* x,
-                                size_t x_stride, int ntok, float* y, size_t y_stride);
+using GemmHalfWideFn = void (*)(int k0, int kc, const uint8_t* w, size_t group_stride, int ngroups,
+                                const uint8_t* next, const float* x, size_t x_stride, int ntok, float* y,
+                                size_t y_stride);
 
 // The xinfo argument above for a row of n values in Q8_0 blocks.
 void q8_0_block_info(const uint8_t* xq, int64_t n, Q8BlockInfo* info);

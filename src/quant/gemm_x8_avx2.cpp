@@ -43,8 +43,8 @@ void fill_avx2_gemm_x8(KernelTable& t) {
   t.gemm_x8[static_cast<int>(GgmlType::IQ3_S)] = Dispatch<KIQ3_SOffset>::run;
   t.decode_packed8[static_cast<int>(GgmlType::IQ3_S)] = decode_packed8_nibble_values<IQ3_SValues>;
   // Several groups per call (gemm_x8.h); the scalar table uses the same counts.
-  t.gemm_groups[static_cast<int>(GgmlType::F16)] = GroupsDispatch<GF16, 3>::run;
-  t.gemm_groups[static_cast<int>(GgmlType::BF16)] = GroupsDispatch<GBF16, 3>::run;
+  t.gemm_groups[static_cast<int>(GgmlType::F16)] = HalfGroupsAvx2<GF16>::run;
+  t.gemm_groups[static_cast<int>(GgmlType::BF16)] = HalfGroupsAvx2<GBF16>::run;
   t.gemm_groups[static_cast<int>(GgmlType::Q4_0)] = GroupsDispatch<GQ4_0, 2>::run;
   t.gemm_groups[static_cast<int>(GgmlType::Q5_0)] = GroupsDispatch<GQ5_0, 2>::run;
   // Prefill of F16 and BF16 on more than 4 tokens: the weights widened once per chunk of columns.
@@ -52,8 +52,8 @@ void fill_avx2_gemm_x8(KernelTable& t) {
   t.gemm_half_wide[static_cast<int>(GgmlType::BF16)] = gemm_half_wide<LanesAvx2, WidenBF16, 6>;
   t.half_wide_groups[static_cast<int>(GgmlType::F16)] = 2;
   t.half_wide_groups[static_cast<int>(GgmlType::BF16)] = 2;
-  t.groups_per_call[static_cast<int>(GgmlType::F16)] = 3;
-  t.groups_per_call[static_cast<int>(GgmlType::BF16)] = 3;
+  t.groups_per_call[static_cast<int>(GgmlType::F16)] = kHalfBlockGroups;
+  t.groups_per_call[static_cast<int>(GgmlType::BF16)] = kHalfBlockGroups;
   t.groups_per_call[static_cast<int>(GgmlType::Q4_0)] = 2;
   t.groups_per_call[static_cast<int>(GgmlType::Q5_0)] = 2;
   share_tq1_0_packed_kernels(t);

@@ -17,13 +17,15 @@ inline __m256i join128(const void* lo, const void* hi) {
 inline __m512 load_d16(const uint16_t* d0, const uint16_t* d1) { return _mm512_cvtph_ps(join128(d0, d1)); }
 
 // ---- F16, BF16: G groups = G / 2 registers of two groups, plus one 256-bit group if G is odd ----
+// The groups of a call are adjacent in their block (gemm_x8.h), so a register's two groups are one
+// 32-byte load: load(p) widens the 16 halves from p on.
 struct WidenF16x16 {
-  static __m512 load(const uint16_t* a, const uint16_t* b) { return _mm512_cvtph_ps(join128(a, b)); }
+  static __m512 load(const uint16_t* p) { return _mm512_cvtph_ps(load256(reinterpret_cast<const uint8_t*>(p))); }
   static __m256 load8(const uint16_t* a) { return WidenF16::load(a); }
 };
 struct WidenBF16x16 {
-  static __m512 load(const uint16_t* a, const uint16_t* b) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(join128(a, b)), 16));
+  static __m512 load(const uint16_t* p) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(load256(reinterpret_cast<const uint8_t*>(p))), 16));
   }
   static __m256 load8(const uint16_t* a) { return WidenBF16::load(a); }
 };
@@ -39,7 +41,7 @@ struct LanesAvx512 {
   // Register p of column k: groups 2p and 2p + 1.
   template <class W>
   static V widen(const uint16_t* const* src, int p, int k) {
-    const __m256 lo = W::load(src[2 * p] + 8 * k), hi = W::load(src[2 * p + 1] + 8 * k);
+    const __m256 lo = W::load(src[2 * p] + kHalfColumnHalves * k), hi = W::load(src[2 * p + 1] + kHalfColumnHalves * k);
     return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(lo)), _mm256_castps_pd(hi), 1));
   }
   static V bcast(const float* p) { return _mm512_set1_ps(*p); }
@@ -51,15 +53,15 @@ struct LanesAvx512 {
 // Software prefetch distances of the AVX-512 group kernels (see prefetch_pair_ahead).
 constexpr size_t kPairPrefetchGroupsMax = 16384, kPairPrefetchInGroup = 2048;
 
-// F16/BF16 decode: each group's stream is fetched 2 KiB ahead, a line every 4 columns (none
-// before: bench -p 0 -n 32 on q2-F16 27.7-28.0 -> 29.2-29.6 tok/s, three alternated rounds).
-// kPrefetch false: none, for AMD hosts (amd_decode_streams).
+// F16/BF16 decode: the block's stream is fetched 2 KiB ahead, a line every column (a line of
+// each group every 4 columns before the block layout; none before that: bench -p 0 -n 32 on
+// q2-F16 27.7-28.0 -> 29.2-29.6 tok/s, three alternated rounds). kPrefetch false: none, for AMD
+// hosts (amd_decode_streams). Group g of the call at w + 16 g (packed_call_stride).
 template <class W, int G, int NT, bool kPrefetch = true>
-void half_groups_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t,
+void half_groups_512(int n, const uint8_t* w, size_t, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t,
                      float* out, size_t os) {
   constexpr int P = G / 2, R = G % 2, PA = P > 0 ? P : 1;
-  const uint16_t* v[G];
-  STRATA_UNROLL for (int g = 0; g < G; ++g) v[g] = reinterpret_cast<const uint16_t*>(w + gs * g);
+  const uint16_t* v = reinterpret_cast<const uint16_t*>(w);
   const float* x[NT];
   STRATA_UNROLL for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const float*>(xq + xs * t);
   __m512 acc[PA][NT];
@@ -69,13 +71,12 @@ void half_groups_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size
     acc1[t] = _mm256_setzero_ps();
   }
   for (int k = 0; k < n; ++k) {
-    if (kPrefetch && k % 4 == 0)
-      STRATA_UNROLL for (int g = 0; g < G; ++g)
-        _mm_prefetch(reinterpret_cast<const char*>(v[g] + 8 * k) + kPairPrefetchInGroup, _MM_HINT_T0);
+    const uint16_t* col = v + kHalfColumnHalves * k;
+    if (kPrefetch) _mm_prefetch(reinterpret_cast<const char*>(col) + kPairPrefetchInGroup, _MM_HINT_T0);
     __m512 wv[PA];
-    STRATA_UNROLL for (int p = 0; p < P; ++p) wv[p] = W::load(v[2 * p] + 8 * k, v[2 * p + 1] + 8 * k);
+    STRATA_UNROLL for (int p = 0; p < P; ++p) wv[p] = W::load(col + 16 * p);
     __m256 w1 = _mm256_setzero_ps();
-    if constexpr (R) w1 = W::load8(v[G - 1] + 8 * k);
+    if constexpr (R) w1 = W::load8(col + 8 * (G - 1));
     STRATA_UNROLL for (int t = 0; t < NT; ++t) {
       const __m512 b = _mm512_set1_ps(x[t][k]);
       STRATA_UNROLL for (int p = 0; p < P; ++p) acc[p][t] = _mm512_fmadd_ps(wv[p], b, acc[p][t]);

@@ -1159,6 +1159,8 @@ struct WidenBF16 {
   }
 };
 
+// The groups of a call are gs (packed_call_stride: 16) bytes apart in their block, column k of
+// each at kHalfColumnHalves * k.
 template <class W, int G, int NT>
 void half_groups(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t,
                  float* out, size_t os) {
@@ -1170,7 +1172,7 @@ void half_groups(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t x
   STRATA_UNROLL for (int g = 0; g < G; ++g) STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[g][t] = _mm256_setzero_ps();
   for (int k = 0; k < n; ++k) {
     __m256 wv[G];
-    STRATA_UNROLL for (int g = 0; g < G; ++g) wv[g] = W::load(v[g] + 8 * k);
+    STRATA_UNROLL for (int g = 0; g < G; ++g) wv[g] = W::load(v[g] + kHalfColumnHalves * k);
     STRATA_UNROLL for (int t = 0; t < NT; ++t) {
       const __m256 b = _mm256_broadcast_ss(x[t] + k);
       STRATA_UNROLL for (int g = 0; g < G; ++g) acc[g][t] = _mm256_fmadd_ps(wv[g], b, acc[g][t]);
@@ -1194,18 +1196,15 @@ void gemm_half(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8Bl
 // the bits are gemm_x8's. L is the lane set: L::V holds L::kRows rows (one group for AVX2, two
 // for AVX-512), load/store_rows move the first n of them.
 //
-// Lines [line, end) of the next groups' chunk, line l at base + group_stride * (l / group_lines)
-// + 64 * (l % group_lines): fetched into L2 one at a time while a tile computes. (at: the line
-// within its group, kept apart to need no division.)
+// Lines [line, end) of the next groups' chunk, line l at base + 64 l (one column of the block
+// each): fetched into L2 one at a time while a tile computes.
 struct HalfWidePrefetch {
   const char* base;
-  size_t group_stride;
-  int group_lines, line, end, at = 0;
+  int line, end;
   void one() {
     if (line >= end) return;
-    _mm_prefetch(base + 64 * at, _MM_HINT_T1);
+    _mm_prefetch(base + 64 * line, _MM_HINT_T1);
     ++line;
-    if (++at == group_lines) at = 0, base += group_stride;
   }
 };
 
@@ -1252,8 +1251,8 @@ void half_wide_tile(int kc, float* wide, const uint16_t* const* src, const float
 
 // Up to 2 * L::kRows / 8 groups per call.
 template <class L, class W, int NT>
-void gemm_half_wide(int k0, int kc, const uint8_t* w, size_t gs, int ngroups, const float* x, size_t xs, int ntok,
-                    float* y, size_t ys) {
+void gemm_half_wide(int k0, int kc, const uint8_t* w, size_t gs, int ngroups, const uint8_t* next, const float* x,
+                    size_t xs, int ntok, float* y, size_t ys) {
   using Tile = void (*)(int, float*, const uint16_t* const*, const float*, size_t, float*, size_t, bool, int,
                         HalfWidePrefetch&);
   static constexpr auto kTiles = []<int... I>(std::integer_sequence<int, I...>) {
@@ -1264,17 +1263,16 @@ void gemm_half_wide(int k0, int kc, const uint8_t* w, size_t gs, int ngroups, co
   alignas(64) float wide[kHalfWideChunk * 2 * L::kRows];
   const int rows = 8 * ngroups, nv = (rows + L::kRows - 1) / L::kRows;
   const int tail = rows - (nv - 1) * L::kRows;
-  static constexpr uint16_t kZeroHalves[8 * kHalfWideChunk] = {};  // 0 as F16 and as BF16
+  static constexpr uint16_t kZeroHalves[kHalfColumnHalves * kHalfWideChunk] = {};  // 0 as F16 and as BF16
   const uint16_t* src[2 * L::kRows / 8];
   for (int g = 0; g < 2 * L::kRows / 8; ++g)
-    src[g] = g < ngroups ? reinterpret_cast<const uint16_t*>(w + gs * g) + 8 * k0 : kZeroHalves;
+    src[g] = g < ngroups ? reinterpret_cast<const uint16_t*>(w + gs * g) + kHalfColumnHalves * k0 : kZeroHalves;
   // The next groups' chunk (the caller's next call) is fetched into L2 during the tiles, a line
-  // every 4 columns: each group's chunk is its own 4 KiB stretch, which the hardware prefetcher
-  // does not run ahead into, and a burst of prefetches stalled on the line fill buffers the
-  // tiles need.
-  const int group_lines = (8 * static_cast<int>(sizeof(uint16_t)) * kc + 63) / 64;
-  HalfWidePrefetch pf{reinterpret_cast<const char*>(w + gs * ngroups) + 8 * sizeof(uint16_t) * k0, gs, group_lines, 0,
-                      ngroups * group_lines};
+  // every 4 columns: the chunk is a stretch of its own, which the hardware prefetcher does not
+  // run ahead into, and a burst of prefetches stalled on the line fill buffers the tiles need.
+  // (Where the next call is in this call's block, the lines are this call's.)
+  HalfWidePrefetch pf{next ? reinterpret_cast<const char*>(next) + 2 * kHalfColumnHalves * k0 : nullptr, 0,
+                      next ? kc : 0};
   for (int t = 0; t < ntok; t += NT)
     kTiles[t == 0][nv - 1][std::min(NT, ntok - t) - 1](kc, wide, src, x + xs * t + k0, xs, y + ys * t, ys, k0 == 0, tail,
                                                        pf);
@@ -1289,7 +1287,7 @@ struct LanesAvx2 {
   static void store(float* p, V v) { _mm256_store_ps(p, v); }
   // Register p of column k: group p.
   template <class W>
-  static V widen(const uint16_t* const* src, int p, int k) { return W::load(src[p] + 8 * k); }
+  static V widen(const uint16_t* const* src, int p, int k) { return W::load(src[p] + kHalfColumnHalves * k); }
   static V bcast(const float* p) { return _mm256_broadcast_ss(p); }
   static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   static V load_rows(const float* p, int) { return _mm256_loadu_ps(p); }
@@ -1332,6 +1330,19 @@ template <int NT> struct KQ5_1 { static constexpr auto f = gemm_unsigned32<Q5_1x
 template <int NT> struct KQ4_0 { static constexpr auto f = gemm_unsigned32<Q4_0x8, NT>; };
 template <int G, int NT> struct GQ4_0 { static constexpr auto f = unsigned32_groups<Q4_0x8, G, NT>; };
 template <int G, int NT> struct GQ5_0 { static constexpr auto f = unsigned32_groups<Q5_0x8, G, NT>; };
+// AVX2 F16/BF16 groups: a block's 4 groups in one call for 1 or 2 tokens (4 or 8 accumulators:
+// two groups left one token's 2 chains waiting on the fma latency, 14.3 against three groups'
+// 18.7 G values/s in cache), two calls of 2 groups for 3 or 4 (16 accumulators would not fit
+// in the 16 registers).
+template <template <int, int> class K>
+struct HalfGroupsAvx2 {
+  static void run(int n, const uint8_t* w, size_t gs, int ngroups, const uint8_t* xq, size_t xs, const Q8BlockInfo* xi,
+                  size_t xis, int ntok, float* out, size_t os) {
+    if (ntok <= 2) return GroupsDispatch<K, 4>::run(n, w, gs, ngroups, xq, xs, xi, xis, ntok, out, os);
+    for (int g = 0; g < ngroups; g += 2)
+      GroupsDispatch<K, 2>::run(n, w + gs * g, gs, std::min(2, ngroups - g), xq, xs, xi, xis, ntok, out + 8 * g, os);
+  }
+};
 template <int NT> struct KF16 { static constexpr auto f = gemm_half<WidenF16, NT>; };
 template <int NT> struct KBF16 { static constexpr auto f = gemm_half<WidenBF16, NT>; };
 template <int G, int NT> struct GF16 { static constexpr auto f = half_groups<WidenF16, G, NT>; };
