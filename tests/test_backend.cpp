@@ -65,11 +65,11 @@ TEST(ThreadPool, ParallelForCoversEveryIndexOnceInChunksOfAtLeastTheGrain) {
           }
         }
         if (threads > 1 && n >= 16 * grain) {
-          // Guided: a chunk starting in the last quarter takes at most 1/(2 threads) of what is
+          // Guided: a chunk starting in the last quarter takes at most 1/threads of what is
           // left, so a thread that runs out of work waits at most that long for the other.
           for (auto [b, e] : chunks) {
             if (b >= n - n / 4) {
-              EXPECT_LE(e - b, std::max(grain, n / (8 * threads))) << n << " " << grain << " " << b;
+              EXPECT_LE(e - b, std::max(grain, n / (4 * threads))) << n << " " << grain << " " << b;
             }
           }
         }
