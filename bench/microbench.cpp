@@ -98,7 +98,7 @@ HugeBuffer pack(ops::Matrix& m) {
   if (!packable(m.type) || !kernels().gemm_x8[static_cast<int>(m.type)] || std::getenv("STRATA_REPACK")) return {};
   if (packing_grows(m.type) && !std::getenv("STRATA_REPACK_IQ")) return {};
   HugeBuffer p(packed_matrix_bytes(m.type, m.rows / 8, m.cols));
-  pack_matrix8(m.type, m.data, m.row_stride, m.cols, m.rows / 8, p.data());
+  pack_matrix8(m.type, m.data, m.row_stride, m.cols, 0, m.rows / 8, p.data());
   m.packed = p.data();
   m.packed_stride = packed_group_bytes(m.type, m.cols);
   return p;
@@ -140,7 +140,7 @@ void BM_Pack(benchmark::State& state, GgmlType t) {
   auto w = make_rows(t, cols, rows, 5);
   std::vector<uint8_t> p(packed_matrix_bytes(t, rows / 8, cols));
   for (auto _ : state) {
-    pack_matrix8(t, w.data(), row_bytes(t, cols), cols, rows / 8, p.data());
+    pack_matrix8(t, w.data(), row_bytes(t, cols), cols, 0, rows / 8, p.data());
     benchmark::DoNotOptimize(p.data());
   }
   state.SetItemsProcessed(state.iterations() * rows * cols);

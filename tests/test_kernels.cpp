@@ -332,7 +332,7 @@ struct PackedCase {
     }
     group_bytes = packed_group_bytes(t, cols);
     packed.resize(packed_matrix_bytes(t, rows / 8, cols));
-    pack_matrix8(t, file.data(), row_stride, cols, rows / 8, packed.data());
+    pack_matrix8(t, file.data(), row_stride, cols, 0, rows / 8, packed.data());
     x = randn(static_cast<size_t>(ntok) * cols, seed + 999, 3.f);
     const GgmlType at = activation_type(t);
     xdeq = x;
@@ -971,7 +971,7 @@ struct TestMatrix {
     m = {t, rows, cols, file.data(), rb};
     if (!pack) return;
     packed.resize(packed_matrix_bytes(t, rows / 8, cols));
-    pack_matrix8(t, file.data(), rb, cols, rows / 8, packed.data());
+    pack_matrix8(t, file.data(), rb, cols, 0, rows / 8, packed.data());
     m.packed = packed.data();
     m.packed_stride = packed_group_bytes(t, cols);
   }

@@ -114,9 +114,7 @@ void Model::pack_weights(const LoadOptions& options) {
     uint8_t* dst = packed_.data() + j.offset;
     const ops::Matrix& src = *j.w;
     pool.parallel_for(j.groups, 16, [&](int64_t g0, int64_t g1) {
-      for (int64_t g = g0; g < g1; ++g)
-        pack_rows8(src.type, src.row(g * kPackRows), src.row_stride, src.cols,
-                   dst + packed_group_offset(src.type, j.stride, g));
+      pack_matrix8(src.type, src.data, src.row_stride, src.cols, g0, g1, dst);
     });
     j.w->packed = dst;
     j.w->packed_stride = j.stride;

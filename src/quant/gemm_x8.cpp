@@ -437,27 +437,15 @@ void pack_rows8(GgmlType t, const uint8_t* rows, size_t stride, int64_t cols, ui
   }
 }
 
-int packed_block_groups(GgmlType t) {
-  return t == GgmlType::F16 || t == GgmlType::BF16 ? kHalfBlockGroups : 1;
-}
-
 size_t packed_matrix_bytes(GgmlType t, int64_t groups, int64_t cols) {
   const int64_t b = packed_block_groups(t);
   return static_cast<size_t>((groups + b - 1) / b * b) * packed_group_bytes(t, cols);
 }
 
-size_t packed_group_offset(GgmlType t, size_t group_bytes, int64_t g) {
-  const int64_t b = packed_block_groups(t);
-  return static_cast<size_t>(g / b * b) * group_bytes + static_cast<size_t>(g % b) * packed_call_stride(t, group_bytes);
-}
-
-size_t packed_call_stride(GgmlType t, size_t group_bytes) {
-  return packed_block_groups(t) > 1 ? 8 * sizeof(uint16_t) : group_bytes;
-}
-
-void pack_matrix8(GgmlType t, const uint8_t* rows, size_t row_stride, int64_t cols, int64_t groups, uint8_t* dst) {
+void pack_matrix8(GgmlType t, const uint8_t* rows, size_t row_stride, int64_t cols, int64_t g0, int64_t g1,
+                  uint8_t* dst) {
   const size_t gb = packed_group_bytes(t, cols);
-  for (int64_t g = 0; g < groups; ++g)
+  for (int64_t g = g0; g < g1; ++g)
     pack_rows8(t, rows + row_stride * 8 * static_cast<size_t>(g), row_stride, cols, dst + packed_group_offset(t, gb, g));
 }
 
@@ -738,6 +726,11 @@ void groups_scalar(int n, const uint8_t* w, size_t gs, int ngroups, const uint8_
 }
 
 }  // namespace
+
+void decode_one_group_per_call(KernelTable& t) {
+  for (int ty = 0; ty < kMaxTypes; ++ty)
+    if (t.groups_per_call[ty] > 1 && packed_block_groups(static_cast<GgmlType>(ty)) == 1) t.decode_groups_per_call[ty] = 1;
+}
 
 void share_tq1_0_packed_kernels(KernelTable& t) {
   const int from = static_cast<int>(GgmlType::TQ2_0), to = static_cast<int>(GgmlType::TQ1_0);

@@ -156,16 +156,26 @@ size_t packed_group_bytes(GgmlType t, int64_t cols);
 void pack_rows8(GgmlType t, const uint8_t* rows, size_t row_stride, int64_t cols, uint8_t* dst);
 
 // Where a matrix's packed groups lie (group_bytes: packed_group_bytes). Groups come one after the
-// other, except F16 and BF16's, which interleave in blocks of kHalfBlockGroups.
+// other, except F16 and BF16's, which interleave in blocks of kHalfBlockGroups. Inline: matmul
+// finds a group's place for every call.
 constexpr int kHalfBlockGroups = 4;
 constexpr int kHalfColumnHalves = 8 * kHalfBlockGroups;  // from one column of a group to the next
-int packed_block_groups(GgmlType t);
-size_t packed_matrix_bytes(GgmlType t, int64_t groups, int64_t cols);
-size_t packed_group_offset(GgmlType t, size_t group_bytes, int64_t g);
+inline int packed_block_groups(GgmlType t) {
+  return t == GgmlType::F16 || t == GgmlType::BF16 ? kHalfBlockGroups : 1;
+}
 // The group_stride argument of the kernels below: from one group of a call to the next.
-size_t packed_call_stride(GgmlType t, size_t group_bytes);
-// Packs the first 8 * groups rows of a matrix into dst (packed_matrix_bytes, zeroed by the caller).
-void pack_matrix8(GgmlType t, const uint8_t* rows, size_t row_stride, int64_t cols, int64_t groups, uint8_t* dst);
+inline size_t packed_call_stride(GgmlType t, size_t group_bytes) {
+  return packed_block_groups(t) > 1 ? 8 * sizeof(uint16_t) : group_bytes;
+}
+inline size_t packed_group_offset(GgmlType t, size_t group_bytes, int64_t g) {
+  const int64_t b = packed_block_groups(t);
+  return static_cast<size_t>(g / b * b) * group_bytes + static_cast<size_t>(g % b) * packed_call_stride(t, group_bytes);
+}
+size_t packed_matrix_bytes(GgmlType t, int64_t groups, int64_t cols);
+// Packs groups [g0, g1) of a matrix (rows: its first file row) into their places in dst, the
+// matrix's packed copy (packed_matrix_bytes, zeroed by the caller).
+void pack_matrix8(GgmlType t, const uint8_t* rows, size_t row_stride, int64_t cols, int64_t g0, int64_t g1,
+                  uint8_t* dst);
 
 // out[t * 8 + r] = row r of the packed group . activation row t, for t < ntok (1..4).
 // xq: activation rows quantized to activation_type(t), xq_stride bytes apart. xinfo: for Q8_0
@@ -183,8 +193,8 @@ using GemmX8Fn = void (*)(int n, const uint8_t* w, const uint8_t* xq, size_t xq_
 // GemmX8Fn: out[t * out_stride + g * 8 + r], the same bits as gemm_x8 on each group. Every
 // broadcast activation then feeds several groups' products, which measured faster where the
 // broadcasts, not the multiplies, were the limit (F16 and BF16: 3 groups, now the 4-group block;
-// Q4_0, Q5_0: 2). The
-// AVX-512 table puts two groups in each 512-bit register and takes 4 groups of F16 and BF16.
+// Q4_0, Q5_0: 2). The AVX-512 table puts two groups in each 512-bit register and takes 4 groups
+// of F16 and BF16.
 // Callers take groups_per_call groups from a multiple of it on, so that with 1, 2 or 4 groups per
 // call, no call spans two F16 or BF16 blocks.
 constexpr int kMaxGroupsPerCall = 4;
@@ -209,8 +219,7 @@ using GemmAmxDecodedFn = void (*)(int n, const uint8_t* dec0, const uint8_t* dec
 // F16 and BF16 prefill on many tokens, one chunk of columns at a time: columns [k0, k0 + kc)
 // (kc <= kHalfWideChunk) of ngroups consecutive packed groups (group_stride bytes apart; 1 to the
 // table's half_wide_groups for the format, 1, 2 or 4, within one block) times ntok f32 activation
-// rows (x_stride floats apart,
-// any count), continuing in y[t * y_stride + g * 8 + r] the chains over columns [0, k0) (started
+// rows (x_stride floats apart, any count), continuing in y[t * y_stride + g * 8 + r] the chains over columns [0, k0) (started
 // from zero when k0 is 0). After the last chunk y holds the bits of gemm_x8 on each group (one
 // fma chain per output over the columns in order). The weights are widened to f32 once per
 // chunk and shared by every token (GemmGroupsFn widens them again for every 4 tokens); callers
@@ -229,6 +238,11 @@ struct KernelTable;
 // groups_per_call, decode_packed8) become TQ2_0's. Each fill below ends with it, so the two
 // formats' packed kernels cannot drift apart; the file-layout entries stay each format's own.
 void share_tq1_0_packed_kernels(KernelTable& t);
+// Decode (decode_groups_per_call) one group per call in every format whose several-groups kernel
+// reads one memory stream per group: on AMD hosts those streams read memory slowly (measured in
+// gemm_x8_avx2.cpp and at gemm_x8_avx512.cpp's amd_decode_streams). F16 and BF16, whose block is
+// one stream, keep their count.
+void decode_one_group_per_call(KernelTable& t);
 void fill_scalar_gemm_x8(KernelTable& t);
 void fill_avx2_gemm_x8(KernelTable& t);    // gemm_x8_avx2.cpp
 void fill_avx512_gemm_x8(KernelTable& t);  // gemm_x8_avx512.cpp

@@ -56,14 +56,13 @@ void fill_avx2_gemm_x8(KernelTable& t) {
   t.groups_per_call[static_cast<int>(GgmlType::BF16)] = kHalfBlockGroups;
   t.groups_per_call[static_cast<int>(GgmlType::Q4_0)] = 2;
   t.groups_per_call[static_cast<int>(GgmlType::Q5_0)] = 2;
-  // AMD hosts decode Q4_0 and Q5_0 one group per call, as the AVX-512 table does there
-  // (amd_decode_streams): a pair's two streams read memory slowly. Zen 4 with this table
+  // AMD hosts decode Q4_0 and Q5_0 (this table's pairs) one group per call, as the AVX-512 table
+  // does there (decode_one_group_per_call): a pair's two streams read memory slowly. Zen 4 with this table
   // (STRATA_ISA=avx2), Matvec from memory (MV_KIB=262144 MV_COLS=1024, two threads, best of 2,
   // four alternated rounds), pairs -> one group: Q4_0 21.0, 22.6, 22.5, 23.8 -> 37.5, 43.3, 33.8,
   // 33.2 GB/s; Q5_0 20.6, 19.5, 19.1, 18.3 -> 36.3, 49.0, 33.1, 30.6 (Q8_0 in the same runs
   // 30.3-33.3 and 32.2-35.6). Zen 1-3, which take this table, are unmeasured.
-  if (__builtin_cpu_is("amd"))
-    for (GgmlType ty : {GgmlType::Q4_0, GgmlType::Q5_0}) t.decode_groups_per_call[static_cast<int>(ty)] = 1;
+  if (__builtin_cpu_is("amd")) decode_one_group_per_call(t);
   share_tq1_0_packed_kernels(t);
 }
 

@@ -806,11 +806,9 @@ void gemm_decoded_bands(int n, const uint8_t* w, const uint8_t* bands, size_t ba
 // prefetch -> none, median 31.4 -> 33.8 tok/s (none faster in 7 of the 9); Matvec/F16 from memory
 // (MV_KIB=524288 MV_THREADS=2, best of 3) 32.2, 28.4, 29.0 -> 31.5, 42.0, 31.9 GB/s.
 void amd_decode_streams(KernelTable& t) {
-  const int f16 = static_cast<int>(GgmlType::F16), bf16 = static_cast<int>(GgmlType::BF16);
-  for (int ty = 0; ty < kMaxTypes; ++ty)
-    if (t.groups_per_call[ty] > 1 && ty != f16 && ty != bf16) t.decode_groups_per_call[ty] = 1;
-  t.gemm_groups[f16] = GroupsDispatch<GF16x16Unfetched, 4>::run;
-  t.gemm_groups[bf16] = GroupsDispatch<GBF16x16Unfetched, 4>::run;
+  decode_one_group_per_call(t);
+  t.gemm_groups[static_cast<int>(GgmlType::F16)] = GroupsDispatch<GF16x16Unfetched, 4>::run;
+  t.gemm_groups[static_cast<int>(GgmlType::BF16)] = GroupsDispatch<GBF16x16Unfetched, 4>::run;
 }
 
 }  // namespace
