@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Side-by-side throughput of `strata bench` and llama.cpp's `llama-bench` on the same GGUF files.
 
-Usage: bench-peer.py STRATA_BINARY MODEL.gguf... [--rounds N] [-p 128] [-n 32] [-t 2] [-r 3]
+Usage: bench-peer.py STRATA_BINARY MODEL.gguf... [--rounds N] [-p 128] [-n 32] [-d 0] [-t 2] [-r 3]
                      [--llama-bench PATH] [--json]
 
 The peer is built once from the llama.cpp sources that the `llama-cpp-python` source package on
 PyPI carries (pinned below), into $STRATA_CACHE (default ~/.cache/strata)/peer; nothing of it enters
 this repository. Pass --llama-bench to use a build of your own instead. As in llama-bench, prompt
-processing and generation are separate runs, generation from an empty context. Each round runs every
+processing and generation are separate runs, both after -d context tokens (default none: generation
+from an empty context). Each round runs every
 model once with each engine, peer first, so a slow phase of a shared machine hits both alike; the
 table gives medians over rounds of the two engines' own medians, and the ratio strata / peer.
 Exits 77 (skip) with a message when the peer cannot be had."""
@@ -105,7 +106,8 @@ class PeerCrashed(Crashed):
 
 def peer_once(exe, model, a):
     try:
-        rows = run_json([str(exe), "-m", model, "-p", str(a.p), "-n", str(a.n), "-t", str(a.t), "-r", str(a.r), "-o", "json"])
+        depth = ["-d", str(a.d)] if a.d else []
+        rows = run_json([str(exe), "-m", model, "-p", str(a.p), "-n", str(a.n), "-t", str(a.t), "-r", str(a.r), "-o", "json"] + depth)
     except Crashed as e:
         raise PeerCrashed(str(e), e.sig) from e
     pp = next(r["avg_ts"] for r in rows if r["n_prompt"] > 0)
@@ -114,9 +116,9 @@ def peer_once(exe, model, a):
 
 
 def strata_once(exe, model, a):
-    # Two runs, as llama-bench's pp and tg tests are separate: its tg test generates from an empty
-    # context, while `strata bench -p P -n N` generates after the P prompt tokens.
-    common = ["-t", str(a.t), "-r", str(a.r), "--json"]
+    # Two runs, as llama-bench's pp and tg tests are separate: its tg test generates after the -d
+    # context alone, while `strata bench -p P -n N` generates after the P prompt tokens.
+    common = ["-t", str(a.t), "-r", str(a.r), "-d", str(a.d), "--json"]
     pp = run_json([exe, "bench", "-m", model, "-p", str(a.p), "-n", "0"] + common)
     tg = run_json([exe, "bench", "-m", model, "-p", "0", "-n", str(a.n)] + common)
     return pp["pp_tokens_per_s"], tg["tg_tokens_per_s"], tg["bandwidth_gbps"], tg["model_bytes_per_token"]
@@ -142,6 +144,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("-p", type=int, default=128)
     ap.add_argument("-n", type=int, default=32)
+    ap.add_argument("-d", type=int, default=0, help="context tokens before each test (llama-bench's -d)")
     ap.add_argument("-t", type=int, default=2)
     ap.add_argument("-r", type=int, default=3)
     ap.add_argument("--llama-bench", dest="llama_bench")
@@ -177,7 +180,7 @@ def main():
         print(f"| {os.path.basename(m)} | {pp_p:.1f} | {pp_s:.1f} | {pp_s / pp_p:.2f} | {tg_p:.1f} | {tg_s:.1f} | "
               f"{tg_s / tg_p:.2f} | {gbps:.1f} | {bw:.1f} |")
     if a.json:
-        print(json.dumps({"settings": {"p": a.p, "n": a.n, "t": a.t, "r": a.r, "rounds": a.rounds,
+        print(json.dumps({"settings": {"p": a.p, "n": a.n, "d": a.d, "t": a.t, "r": a.r, "rounds": a.rounds,
                                        "peer": peer_name}, "models": summary}))
 
 

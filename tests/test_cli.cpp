@@ -141,6 +141,28 @@ TEST(Cli, BenchJsonHasDocumentedFields) {
   EXPECT_NEAR(j["bandwidth_fraction"].get<double>(), want, 1e-9 + want * 1e-9);
 }
 
+// -d evaluates context tokens before the timed prompt and generation: the KV bytes a generated
+// token reads count them (cells at the middle of the generation: depth + prompt + n / 2).
+TEST(Cli, BenchDepthRunsAfterTheContext) {
+  const std::string m = test::model_path("stories260K");
+  auto j0 = nlohmann::json::parse(run("bench -m " + m + " -p 4 -n 4 -r 1 -t 2 --json").out);
+  auto r = run("bench -m " + m + " -d 24 -p 4 -n 4 -r 1 -t 2 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["n_depth"].get<int>(), 24);
+  EXPECT_EQ(j0["n_depth"].get<int>(), 0);
+  EXPECT_GT(j["pp_tokens_per_s"].get<double>(), 0);
+  EXPECT_GT(j["tg_tokens_per_s"].get<double>(), 0);
+  EXPECT_DOUBLE_EQ(j["kv_bytes_per_token"].get<double>() / j0["kv_bytes_per_token"].get<double>(), (24 + 4 + 2) / 6.0);
+  // Generation alone at a depth (no prompt), and the table says the depth.
+  auto t = run("bench -m " + m + " -d 16 -p 0 -n 4 -r 1 -t 2");
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_NE(t.out.find("after 16 context tokens"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("| tg4"), std::string::npos) << t.out;
+  EXPECT_EQ(t.out.find("| pp"), std::string::npos) << t.out;
+  EXPECT_NE(run("bench -m " + m + " -d -1 -n 4").code, 0);
+}
+
 TEST(Cli, KvCompareReportsEveryFormatAndStreamedTwin) {
   auto r = run("kv-compare -m " + test::model_path("tiny-llama-F16") + " -f " + test::shared_dir() +
                "/perplexity/story_ppl.txt --ctx 200 --kv f16,int8,q4_0,k8v4 --kv-resident 32 -t 2 --json");

@@ -19,7 +19,7 @@ struct BenchOptions {
   model::Model::LoadOptions load;
   std::string model;
   KvOptions kv;
-  int n_prompt = 512, n_gen = 128, threads = 0, reps = 3, batch = 512;
+  int n_prompt = 512, n_gen = 128, depth = 0, threads = 0, reps = 3, batch = 512;
   bool json = false;
 };
 
@@ -52,7 +52,7 @@ double weight_bytes_per_token(const model::Model& m) {
 void run_bench(const BenchOptions& o) {
   using clock = std::chrono::steady_clock;
   engine::SessionOptions so;
-  so.n_ctx = o.n_prompt + o.n_gen + 1;
+  so.n_ctx = o.depth + o.n_prompt + o.n_gen + 1;
   so.n_threads = o.threads;
   so.n_batch = o.batch;
   apply_kv_options(o.kv, so);
@@ -61,13 +61,15 @@ void run_bench(const BenchOptions& o) {
   auto m = model::Model::load(o.model, load);
   const auto& hp = m->hparams();
   engine::Session s(*m, so);
-  // Deterministic pseudo-random prompt (token ids avoid the first 4, usually special).
-  std::vector<int32_t> prompt(o.n_prompt);
+  // Deterministic pseudo-random tokens (ids avoid the first 4, usually special): the depth's
+  // context, then the timed prompt.
+  std::vector<int32_t> context(o.depth), prompt(o.n_prompt);
   uint64_t x = 0x2545F4914F6CDD1Dull;
-  for (auto& t : prompt) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    t = static_cast<int32_t>(4 + x % static_cast<uint64_t>(std::max(1, hp.n_vocab - 4)));
-  }
+  for (auto* v : {&prompt, &context})
+    for (auto& t : *v) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      t = static_cast<int32_t>(4 + x % static_cast<uint64_t>(std::max(1, hp.n_vocab - 4)));
+    }
   if (!o.json) std::fprintf(stderr, "%s\n", s.kv().describe().c_str());
   // The read bandwidth is measured before and after the repetitions and the better reading kept:
   // on a shared machine a single reading can land in a slow moment (fractions above 1 were seen).
@@ -76,12 +78,13 @@ void run_bench(const BenchOptions& o) {
   std::vector<double> pp, tg;
   for (int r = 0; r < o.reps; ++r) {
     s.reset();
+    if (o.depth > 0) s.eval(context);  // untimed: the prompt and the generation run at this depth
     if (o.n_prompt > 0) {
       auto t0 = clock::now();
       s.eval(prompt);
       pp.push_back(o.n_prompt / std::chrono::duration<double>(clock::now() - t0).count());
-    } else {
-      s.eval({prompt.empty() ? 1 : prompt[0]});
+    } else if (o.depth == 0) {
+      s.eval({1});
     }
     if (o.n_gen > 0) {
       int32_t tok = 5;
@@ -96,7 +99,8 @@ void run_bench(const BenchOptions& o) {
   const double bw = std::max(bw_before, measure_read_bandwidth(pool));
   double wbytes = weight_bytes_per_token(*m);
   // KV cells read per generated token, at the middle of the generation.
-  double kv_bytes = static_cast<double>(s.kv().bytes_per_cell_per_layer()) * hp.n_layer * (o.n_prompt + o.n_gen / 2.0);
+  double kv_bytes =
+      static_cast<double>(s.kv().bytes_per_cell_per_layer()) * hp.n_layer * (o.depth + o.n_prompt + o.n_gen / 2.0);
   double bytes_per_token = wbytes + kv_bytes;
   Stat ps = pp.empty() ? Stat{} : stat(pp), ts = tg.empty() ? Stat{} : stat(tg);
   double frac = bw > 0 ? bytes_per_token * ts.median / (bw * 1e9) : 0;
@@ -108,6 +112,7 @@ void run_bench(const BenchOptions& o) {
                         {"kv", o.kv.format},
                         {"n_prompt", o.n_prompt},
                         {"n_gen", o.n_gen},
+                        {"n_depth", o.depth},
                         {"reps", o.reps},
                         {"pp_tokens_per_s", ps.median},
                         {"pp_tokens_per_s_min", ps.min},
@@ -127,8 +132,10 @@ void run_bench(const BenchOptions& o) {
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
-  std::printf("model: %s (%s), %d threads, %s kernels, KV %s, %d repetitions\n", o.model.c_str(), hp.arch.c_str(),
+  std::printf("model: %s (%s), %d threads, %s kernels, KV %s, %d repetitions", o.model.c_str(), hp.arch.c_str(),
               s.n_threads(), kernels().isa, o.kv.format.c_str(), o.reps);
+  if (o.depth > 0) std::printf(", after %d context tokens", o.depth);
+  std::printf("\n");
   std::printf("| test   | tokens/s (median) | min      | max      |\n|--------|-------------------|----------|----------|\n");
   if (!pp.empty()) std::printf("| pp%-4d | %17.2f | %8.2f | %8.2f |\n", o.n_prompt, ps.median, ps.min, ps.max);
   if (!tg.empty()) std::printf("| tg%-4d | %17.2f | %8.2f | %8.2f |\n", o.n_gen, ts.median, ts.min, ts.max);
@@ -150,6 +157,8 @@ void add_bench(CLI::App& app) {
   cmd->add_option("-m,--model", o->model, "GGUF file")->required();
   cmd->add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens")->check(CLI::NonNegativeNumber);
   cmd->add_option("-n,--n-gen", o->n_gen, "Generated tokens")->check(CLI::NonNegativeNumber);
+  cmd->add_option("-d,--depth", o->depth, "Context tokens evaluated (untimed) before the prompt and generation, as llama-bench's -d")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("-t,--threads", o->threads, "Threads (default: physical cores)")->check(CLI::NonNegativeNumber);
   cmd->add_option("-r,--reps", o->reps, "Repetitions (median and spread are reported)")->check(CLI::PositiveNumber);
   cmd->add_option("-b,--batch", o->batch, "Prompt tokens per forward call")->check(CLI::PositiveNumber);
