@@ -240,6 +240,7 @@ Work packed_work(const Matrix& w, const Input& in, float* y) {
   // token; chunks outside, so that the activations' chunk is reused by all the unit's groups.
   if (const GemmHalfWideFn wide = n_tok > kPackMaxTokens ? k.gemm_half_wide[ti] : nullptr) {
     const int per_call = k.half_wide_groups[ti];
+    const int64_t block = packed_block_groups(w.type);
     const float* x = in.x;
     return {(groups + per_call - 1) / per_call, 0, groups * kPackRows, per_call * kPackRows,
             [=, &w](int64_t s0, int64_t s1) {
@@ -247,7 +248,10 @@ Work packed_work(const Matrix& w, const Input& in, float* y) {
                 for (int64_t s = s0; s < s1; ++s) {
                   const int64_t g = s * per_call;
                   const int ng = static_cast<int>(std::min<int64_t>(per_call, groups - g));
-                  const uint8_t* next = g + per_call < groups ? packed_group(w, g + per_call) : nullptr;
+                  // The next block's chunk is fetched during the block's first call: the calls after
+                  // it in the block (AVX2 takes 2 of its 4 groups) would fetch lines already fetched.
+                  const int64_t gn = (g / block + 1) * block;
+                  const uint8_t* next = g % block == 0 && gn < groups ? packed_group(w, gn) : nullptr;
                   wide(k0, std::min(kHalfWideChunk, cols - k0), packed_group(w, g), call_stride, ng, next, x,
                        static_cast<size_t>(cols), n_tok, y + g * kPackRows, static_cast<size_t>(rows));
                 }

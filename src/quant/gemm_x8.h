@@ -224,7 +224,8 @@ using GemmAmxDecodedFn = void (*)(int n, const uint8_t* dec0, const uint8_t* dec
 // fma chain per output over the columns in order). The weights are widened to f32 once per
 // chunk and shared by every token (GemmGroupsFn widens them again for every 4 tokens); callers
 // take the chunks in the outer loop, so that the activations' chunk stays in cache across groups.
-// next: the caller's next call's first group (its chunk is fetched into L2 meanwhile), or null.
+// next: the next block's first group (its chunk is fetched into L2 meanwhile), passed by a
+// block's first call only; or null.
 constexpr int kHalfWideChunk = 256;
 using GemmHalfWideFn = void (*)(int k0, int kc, const uint8_t* w, size_t group_stride, int ngroups,
                                 const uint8_t* next, const float* x, size_t x_stride, int ntok, float* y,

@@ -1267,10 +1267,9 @@ void gemm_half_wide(int k0, int kc, const uint8_t* w, size_t gs, int ngroups, co
   const uint16_t* src[2 * L::kRows / 8];
   for (int g = 0; g < 2 * L::kRows / 8; ++g)
     src[g] = g < ngroups ? reinterpret_cast<const uint16_t*>(w + gs * g) + kHalfColumnHalves * k0 : kZeroHalves;
-  // The next groups' chunk (the caller's next call) is fetched into L2 during the tiles, a line
-  // every 4 columns: the chunk is a stretch of its own, which the hardware prefetcher does not
-  // run ahead into, and a burst of prefetches stalled on the line fill buffers the tiles need.
-  // (Where the next call is in this call's block, the lines are this call's.)
+  // The next block's chunk (next) is fetched into L2 during the tiles, a line every 4 columns:
+  // the chunk is a stretch of its own, which the hardware prefetcher does not run ahead into, and
+  // a burst of prefetches stalled on the line fill buffers the tiles need.
   HalfWidePrefetch pf{next ? reinterpret_cast<const char*>(next) + 2 * kHalfColumnHalves * k0 : nullptr, 0,
                       next ? kc : 0};
   for (int t = 0; t < ntok; t += NT)
