@@ -13,5 +13,7 @@ struct IsaChain {
 
 // The loops; *n is set to their number.
 const IsaChain* isa_chains(int* n);
+// The 512-bit loops (isa_throughput_avx512.cpp): only where the CPU has AVX-512 F and VNNI.
+const IsaChain* isa_chains_avx512vnni(int* n);
 
 }  // namespace strata

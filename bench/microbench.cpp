@@ -6,6 +6,7 @@
 //  - Matmul/<format>: 128 activation rows through a 896 x 4864 matrix (compute-bound prefill).
 //  - TokenBands/<format>: the AVX-512 prefill kernel of the decoded formats alone, in cache.
 //  - AmxDecoded/<format>: the same formats' AMX prefill kernel alone (AMX hosts), in cache.
+//  - Isa/<op>, Isa512/<op>: instruction throughput, eight independent chains (AVX2; AVX-512 VNNI).
 //  - Attention/<shape>/<kernels>/cells:layers: one decode token's attention over an f16 KV cache
 //    of a real model's heads, every layer in turn (28 layers of 2048 cells: from memory; 1 layer
 //    of 512: in cache), with each SIMD table's page kernels on the f16 cells in place or on rows
@@ -322,6 +323,11 @@ const bool kRegistered = [] {
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
     int n = 0;
     const IsaChain* chains = isa_chains(&n);
+    for (int i = 0; i < n; ++i) benchmark::RegisterBenchmark(chains[i].name, BM_IsaChain, chains[i].run);
+  }
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vnni")) {
+    int n = 0;
+    const IsaChain* chains = isa_chains_avx512vnni(&n);
     for (int i = 0; i < n; ++i) benchmark::RegisterBenchmark(chains[i].name, BM_IsaChain, chains[i].run);
   }
   const struct {

@@ -284,6 +284,70 @@ TEST(TokenBands, DecodedRowsGiveTheSingleRowBits) {
   EXPECT_GE(checked, 11);  // every format with decoded rows
 }
 
+// The formats whose token-band kernel pairs two sub-blocks' sums in 16 bits (Q3_K, Q2_K, TQ1_0,
+// TQ2_0; gemm_decoded_bands' kPairs) at their largest sums: every value at the format's largest
+// magnitude (Q3_K -4 with sub-scales -32, Q2_K 3, TQ -1) and every token code 127, which the band
+// holds as 255. The sums reach the bound the kernel's comment gives, and the bits stay the
+// single-row kernel's.
+TEST(TokenBands, LargestSubBlockSumsGiveTheSingleRowBits) {
+  struct Case {
+    GgmlType t;
+    uint8_t fill;   // every byte of the block before its f16 factors
+    int factors;    // trailing f16 factors (d, dmin), set to 1
+    int run;        // values per sub-block sum
+    int largest;    // the bound: run * 255 * largest |value|
+  };
+  const Case cases[] = {{GgmlType::Q3_K, 0x00, 1, 16, 16 * 255 * 4},
+                        {GgmlType::Q2_K, 0xFF, 2, 16, 16 * 255 * 3},
+                        {GgmlType::TQ1_0, 0x00, 1, 32, 32 * 255},
+                        {GgmlType::TQ2_0, 0x00, 1, 32, 32 * 255}};
+  int checked = 0;
+  for (const Case& c : cases)
+    for (const KernelTable* simd : simd_tables()) {
+      SCOPED_TRACE(std::string(simd->isa) + " " + type_name(c.t));
+      const GemmDecodedBandsFn bands_fn = simd->gemm_decoded_bands[static_cast<int>(c.t)];
+      const DecodeRows8Fn decode8 = simd->decode_rows8[static_cast<int>(c.t)];
+      if (!bands_fn || !decode8) continue;
+      ++checked;
+      const int n = 512, ntok = kBandTokens;
+      const size_t rb = row_bytes(c.t, n), block = rb / (n / 256), stride = row_bytes(GgmlType::Q8_K, n);
+      std::vector<uint8_t> rows(8 * rb, c.fill);
+      for (size_t b = 0; b < rows.size(); b += block)
+        for (int f = 0; f < c.factors; ++f) {
+          const uint16_t one = fp32_to_fp16(1.f);
+          std::memcpy(&rows[b + block - 2 * (c.factors - f)], &one, 2);
+        }
+      // Each 256-value block's largest magnitude is its value 5, negative: Q8_K makes it -127 and
+      // every other code 127.
+      std::vector<float> x(n, 1.f);
+      for (int b = 0; b < n; b += 256) x[b + 5] = -1.001f;
+      std::vector<uint8_t> xq(stride * ntok), decoded(n / 256 * kDecodedX8BlockBytes), bands(token_band_bytes(n));
+      for (int tok = 0; tok < ntok; ++tok) quantize_row(GgmlType::Q8_K, x.data(), xq.data() + tok * stride, n);
+      decode8(n, rows.data(), rb, 8, decoded.data());
+      int largest = 0;
+      const auto* blocks = reinterpret_cast<const DecodedX8Block*>(decoded.data());
+      const auto* q8 = reinterpret_cast<const BlockQ8_K*>(xq.data());
+      for (int r = 0; r < 8; ++r)
+        for (int j0 = 0; j0 < n; j0 += c.run) {
+          int sum = 0;
+          for (int j = j0; j < j0 + c.run; ++j)
+            sum += (q8[j / 256].qs[j % 256] + 128) * blocks[j / 256].v[j % 256 / 4][4 * r + j % 4];
+          largest = std::max(largest, std::abs(sum));
+        }
+      EXPECT_EQ(largest, c.largest);
+      prepare_token_bands(n, xq.data(), stride, ntok, bands.data());
+      std::vector<float> y(8 * ntok);
+      bands_fn(n, decoded.data(), bands.data(), token_band_bytes(n), ntok, 8, y.data(), 8);
+      for (int tok = 0; tok < ntok; ++tok)
+        for (int r = 0; r < 8; ++r) {
+          const float want = simd->dotq[static_cast<int>(c.t)](n, rows.data() + r * rb, xq.data() + tok * stride);
+          EXPECT_EQ(0, std::memcmp(&y[tok * 8 + r], &want, 4)) << "token " << tok << " row " << r << ": " << y[tok * 8 + r] << " vs " << want;
+        }
+    }
+  if (checked == 0) GTEST_SKIP() << "no token-band kernel on this CPU (AVX-512 VNNI)";
+  EXPECT_GE(checked, 4);
+}
+
 // Through matmul: a batch (decoded rows; with 70 tokens, two calls of token bands where the CPU
 // has them) and the tokens one at a time give the same bits.
 TEST(Ops, LookupFormatBatchesMatchSingleTokens) {

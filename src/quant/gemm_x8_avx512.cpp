@@ -715,8 +715,15 @@ template <int G, int NT> struct GIQ4_NLx16 { static constexpr auto f = signed32_
 // (gemm_decoded8), the other K-quants' per block (gemm_q45_k).
 // kSub: values per sub-scale (16; 32 where the format's sub-scales come in equal pairs, which
 // halves the multiplies).
+// kPairs: where a sub-block's sum (codes plus 128, times values) fits 16 bits, two sub-blocks'
+// sums share one register, each token's pair in one 32-bit lane, and one vpdpwssd against the
+// two sub-scales applies both: half the multiplies. On Zen 4 every 512-bit multiply (vpdpbusd,
+// vpmulld, vpdpwssd, vfmadd) takes the one multiply slot a cycle, so with 16-value sub-blocks
+// the scales cost 1 in 5 of them, paired 1 in 9. Sums of 16 values: Q3_K (-4..3) at most
+// 16 * 255 * 4 = 16320, Q2_K (0..3) 12240; of 32: TQ1_0 / TQ2_0 (-1..1) 8160. The products
+// and sums are the same integers, so the bits are too.
 enum class BandMins { kNone, kSummedApart, kPerBlock };
-template <BandMins kMins, int kSub>
+template <BandMins kMins, int kSub, bool kPairs = false>
 void gemm_decoded_bands(int n, const uint8_t* w, const uint8_t* bands, size_t band_stride, int ntok, int nrows, float* y,
                         size_t y_stride) {
   const auto* blocks = reinterpret_cast<const DecodedX8Block*>(w);
@@ -731,8 +738,18 @@ void gemm_decoded_bands(int n, const uint8_t* w, const uint8_t* bands, size_t ba
     alignas(32) int32_t sc[16][8], corr[8];
     __m256i c = _mm256_setzero_si256();
     for (int j = 0; j < 16; ++j) {
-      const __m256i s = _mm256_srai_epi32(_mm256_slli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(B.sc[j])), 16), 16);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(sc[j]), s);
+      const __m256i both = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(B.sc[j]));
+      const __m256i s = _mm256_srai_epi32(_mm256_slli_epi32(both, 16), 16);
+      if constexpr (kPairs) {  // sc[i]: sub-block 2i's scale in the low half, 2i + 1's in the high
+        constexpr int kStep = kSub / 16;  // the 16-value scales of one sub-block
+        auto* slot = reinterpret_cast<__m256i*>(sc[j / (2 * kStep)]);
+        if (j % (2 * kStep) == 0)
+          _mm256_store_si256(slot, both);
+        else if (j % (2 * kStep) == kStep)
+          _mm256_store_si256(slot, _mm256_blend_epi16(_mm256_load_si256(slot), both, 0xAA));
+      } else {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(sc[j]), s);
+      }
       __m256i wsum = _mm256_setzero_si256();
       STRATA_UNROLL for (int g = 0; g < 4; ++g) wsum = _mm256_dpbusd_epi32(wsum, ones, load32(B.v[4 * j + g]));
       c = _mm256_add_epi32(c, _mm256_mullo_epi32(wsum, s));
@@ -742,8 +759,7 @@ void gemm_decoded_bands(int n, const uint8_t* w, const uint8_t* bands, size_t ba
       const TokenBandBlock& X = reinterpret_cast<const TokenBandBlock*>(bands + b * band_stride)[ib];
       __m512i isum[8];
       STRATA_UNROLL for (int r = 0; r < 8; ++r) isum[r] = _mm512_setzero_si512();
-      for (int j = 0; j < 256 / kSub; ++j) {
-        __m512i p[8];
+      auto sub_sums = [&](int j, __m512i* p) {  // p[r]: 16 tokens' sums of sub-block j of row r
         STRATA_UNROLL for (int r = 0; r < 8; ++r) p[r] = _mm512_setzero_si512();
         STRATA_UNROLL for (int g = 0; g < kSub / 4; ++g) {
           const int G = kSub / 4 * j + g;
@@ -754,8 +770,24 @@ void gemm_decoded_bands(int n, const uint8_t* w, const uint8_t* bands, size_t ba
             p[r] = _mm512_dpbusd_epi32(p[r], xv, _mm512_set1_epi32(word));
           }
         }
-        STRATA_UNROLL for (int r = 0; r < 8; ++r)
-          isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(p[r], _mm512_set1_epi32(sc[kSub / 16 * j][r])));
+      };
+      if constexpr (kPairs) {
+        for (int j = 0; j < 256 / kSub; j += 2) {
+          __m512i a[8], b[8];
+          sub_sums(j, a);
+          sub_sums(j + 1, b);
+          STRATA_UNROLL for (int r = 0; r < 8; ++r) {
+            const __m512i pair = _mm512_mask_blend_epi16(0xAAAAAAAA, a[r], _mm512_slli_epi32(b[r], 16));
+            isum[r] = _mm512_dpwssd_epi32(isum[r], pair, _mm512_set1_epi32(sc[j / 2][r]));
+          }
+        }
+      } else {
+        for (int j = 0; j < 256 / kSub; ++j) {
+          __m512i p[8];
+          sub_sums(j, p);
+          STRATA_UNROLL for (int r = 0; r < 8; ++r)
+            isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(p[r], _mm512_set1_epi32(sc[kSub / 16 * j][r])));
+        }
       }
       const __m512 dy = _mm512_loadu_ps(X.d);
       STRATA_UNROLL for (int r = 0; r < 8; ++r) {
@@ -881,11 +913,11 @@ void fill_avx512_gemm_x8(KernelTable& t) {
   // so Q4_K keeps its packed kernel.
   auto bands = [&](GgmlType ty, GemmDecodedBandsFn f) { t.gemm_decoded_bands[static_cast<int>(ty)] = f; };
   constexpr auto kNone16 = gemm_decoded_bands<BandMins::kNone, 16>, kNone32 = gemm_decoded_bands<BandMins::kNone, 32>;
-  for (GgmlType ty : {GgmlType::Q3_K, GgmlType::Q6_K, GgmlType::IQ2_XS, GgmlType::IQ2_S, GgmlType::IQ1_M}) bands(ty, kNone16);
-  for (GgmlType ty : {GgmlType::IQ2_XXS, GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::IQ1_S, GgmlType::IQ4_XS,
-                      GgmlType::TQ1_0, GgmlType::TQ2_0})
-    bands(ty, kNone32);
-  bands(GgmlType::Q2_K, gemm_decoded_bands<BandMins::kSummedApart, 16>);
+  for (GgmlType ty : {GgmlType::Q6_K, GgmlType::IQ2_XS, GgmlType::IQ2_S, GgmlType::IQ1_M}) bands(ty, kNone16);
+  for (GgmlType ty : {GgmlType::IQ2_XXS, GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::IQ1_S, GgmlType::IQ4_XS}) bands(ty, kNone32);
+  bands(GgmlType::Q3_K, gemm_decoded_bands<BandMins::kNone, 16, true>);
+  for (GgmlType ty : {GgmlType::TQ1_0, GgmlType::TQ2_0}) bands(ty, gemm_decoded_bands<BandMins::kNone, 32, true>);
+  bands(GgmlType::Q2_K, gemm_decoded_bands<BandMins::kSummedApart, 16, true>);
   bands(GgmlType::Q5_K, gemm_decoded_bands<BandMins::kPerBlock, 32>);
   t.decode_packed8[static_cast<int>(GgmlType::Q2_K)] = decode_packed8_q23<BlockQ2_Kx8>;
   t.decode_packed8[static_cast<int>(GgmlType::Q5_K)] = decode_packed8_q45_k<BlockQ5_Kx8>;
