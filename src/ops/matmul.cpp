@@ -280,10 +280,16 @@ Work packed_work(const Matrix& w, const Input& in, float* y) {
   }
   // Formats whose packed kernel is slower than the decoded one with several activation groups:
   // each group decoded once per matmul (the same bits as the packed kernel).
+  // The next group's packed bytes are fetched into L2 while this group's products run, so that
+  // its decode does not wait on memory.
   const bool decoded = n_tok > kPackMaxTokens && (k.gemm_decoded8[ti] || takes_token_bands(w.type, n_tok));
   if (const DecodePacked8Fn decode8 = decoded ? k.decode_packed8[ti] : nullptr)
     return decoded_groups_work(groups, 0, rows, cols, w.type, a, n_tok, y, [=, &w](int64_t g, uint8_t* out) {
       decode8(cols, packed_group(w, g), out);
+      if (g + 1 < groups) {
+        const uint8_t* next = packed_group(w, g + 1);
+        for (size_t off = 0; off < w.packed_stride; off += 64) __builtin_prefetch(next + off, 0, 2);
+      }
       return kPackRows;
     });
   // Formats with a several-groups kernel take up to groups_per_call groups per call, sharing each
