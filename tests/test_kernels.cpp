@@ -285,22 +285,24 @@ TEST(TokenBands, DecodedRowsGiveTheSingleRowBits) {
 }
 
 // The formats whose token-band kernel pairs two sub-blocks' sums in 16 bits (Q3_K, Q2_K, TQ1_0,
-// TQ2_0; gemm_decoded_bands' kPairs) at their largest sums: every value at the format's largest
-// magnitude (Q3_K -4 with sub-scales -32, Q2_K 3, TQ -1) and every token code 127, which the band
-// holds as 255. The sums reach the bound the kernel's comment gives, and the bits stay the
-// single-row kernel's.
+// TQ2_0; IQ1_M without the 128s: gemm_decoded_bands' BandScales) at their largest sums: every
+// value at the format's largest magnitude (Q3_K -4 with sub-scales -32, Q2_K 3, TQ -1, IQ1_M -9)
+// and every token code 127, which the band holds as 255. The sums reach the bound the kernel's
+// comment gives, and the bits stay the single-row kernel's.
 TEST(TokenBands, LargestSubBlockSumsGiveTheSingleRowBits) {
   struct Case {
     GgmlType t;
     uint8_t fill;   // every byte of the block before its f16 factors
     int factors;    // trailing f16 factors (d, dmin), set to 1
     int run;        // values per sub-block sum
-    int largest;    // the bound: run * 255 * largest |value|
+    bool centred;   // the sums without the 128s
+    int largest;    // the bound: run * 255 (127 centred) * largest |value|
   };
-  const Case cases[] = {{GgmlType::Q3_K, 0x00, 1, 16, 16 * 255 * 4},
-                        {GgmlType::Q2_K, 0xFF, 2, 16, 16 * 255 * 3},
-                        {GgmlType::TQ1_0, 0x00, 1, 32, 32 * 255},
-                        {GgmlType::TQ2_0, 0x00, 1, 32, 32 * 255}};
+  const Case cases[] = {{GgmlType::Q3_K, 0x00, 1, 16, false, 16 * 255 * 4},
+                        {GgmlType::Q2_K, 0xFF, 2, 16, false, 16 * 255 * 3},
+                        {GgmlType::TQ1_0, 0x00, 1, 32, false, 32 * 255},
+                        {GgmlType::TQ2_0, 0x00, 1, 32, false, 32 * 255},
+                        {GgmlType::IQ1_M, 0x00, 0, 16, true, 16 * 127 * 9}};
   int checked = 0;
   for (const Case& c : cases)
     for (const KernelTable* simd : simd_tables()) {
@@ -317,6 +319,14 @@ TEST(TokenBands, LargestSubBlockSumsGiveTheSingleRowBits) {
           const uint16_t one = fp32_to_fp16(1.f);
           std::memcpy(&rows[b + block - 2 * (c.factors - f)], &one, 2);
         }
+      if (c.t == GgmlType::IQ1_M)  // grid entry 0 (all -1) with the negative delta: -9; sub-scales 15; d = 1 (0x3C00)
+        for (size_t b = 0; b < rows.size(); b += block) {
+          BlockIQ1_M blk{};
+          std::memset(blk.qh, 0x88, sizeof blk.qh);
+          const uint16_t scales[4] = {0x0FFF, 0x0FFF, 0xCFFF, 0x3FFF};
+          std::memcpy(blk.scales, scales, sizeof scales);
+          std::memcpy(&rows[b], &blk, sizeof blk);
+        }
       // Each 256-value block's largest magnitude is its value 5, negative: Q8_K makes it -127 and
       // every other code 127.
       std::vector<float> x(n, 1.f);
@@ -331,7 +341,7 @@ TEST(TokenBands, LargestSubBlockSumsGiveTheSingleRowBits) {
         for (int j0 = 0; j0 < n; j0 += c.run) {
           int sum = 0;
           for (int j = j0; j < j0 + c.run; ++j)
-            sum += (q8[j / 256].qs[j % 256] + 128) * blocks[j / 256].v[j % 256 / 4][4 * r + j % 4];
+            sum += (q8[j / 256].qs[j % 256] + (c.centred ? 0 : 128)) * blocks[j / 256].v[j % 256 / 4][4 * r + j % 4];
           largest = std::max(largest, std::abs(sum));
         }
       EXPECT_EQ(largest, c.largest);
@@ -345,7 +355,7 @@ TEST(TokenBands, LargestSubBlockSumsGiveTheSingleRowBits) {
         }
     }
   if (checked == 0) GTEST_SKIP() << "no token-band kernel on this CPU (AVX-512 VNNI)";
-  EXPECT_GE(checked, 4);
+  EXPECT_GE(checked, 5);
 }
 
 // Through matmul: a batch (decoded rows; with 70 tokens, two calls of token bands where the CPU

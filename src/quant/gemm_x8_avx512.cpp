@@ -722,8 +722,13 @@ template <int G, int NT> struct GIQ4_NLx16 { static constexpr auto f = signed32_
 // the scales cost 1 in 5 of them, paired 1 in 9. Sums of 16 values: Q3_K (-4..3) at most
 // 16 * 255 * 4 = 16320, Q2_K (0..3) 12240; of 32: TQ1_0 / TQ2_0 (-1..1) 8160. The products
 // and sums are the same integers, so the bits are too.
+// kCentredPairs: the same where only a sub-block's sum without the 128s fits 16 bits: each sum
+// loses its 128 * (sum of the row's values) before the pairing (a subtract beside the
+// multiplies), in place of the block's correction after it. IQ1_M (-9..9): 16 * 127 * 9 = 18288
+// (with the 128s 36720). The same integers again.
 enum class BandMins { kNone, kSummedApart, kPerBlock };
-template <BandMins kMins, int kSub, bool kPairs = false>
+enum class BandScales { kMultiply, kPairs, kCentredPairs };
+template <BandMins kMins, int kSub, BandScales kScales = BandScales::kMultiply>
 void gemm_decoded_bands(int n, const uint8_t* w, const uint8_t* bands, size_t band_stride, int ntok, int nrows, float* y,
                         size_t y_stride) {
   const auto* blocks = reinterpret_cast<const DecodedX8Block*>(w);
@@ -734,8 +739,11 @@ void gemm_decoded_bands(int n, const uint8_t* w, const uint8_t* bands, size_t ba
   const __m256i ones = _mm256_set1_epi8(1);
   for (int ib = 0; ib < n / 256; ++ib) {
     const DecodedX8Block& B = blocks[ib];
-    // The sub-scales as int32, and each row's 128 * sum_j sc_j * (sum of its values j).
-    alignas(32) int32_t sc[16][8], corr[8];
+    // The sub-scales as int32, and each row's 128 * sum_j sc_j * (sum of its values j) (centred
+    // pairs: each 128 * (sum of the values j) apart).
+    constexpr bool kPairs = kScales != BandScales::kMultiply, kCentred = kScales == BandScales::kCentredPairs;
+    static_assert(!kCentred || kSub == 16);
+    alignas(32) int32_t sc[16][8], corr[8], off[kCentred ? 16 : 1][8];
     __m256i c = _mm256_setzero_si256();
     for (int j = 0; j < 16; ++j) {
       const __m256i both = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(B.sc[j]));
@@ -752,7 +760,8 @@ void gemm_decoded_bands(int n, const uint8_t* w, const uint8_t* bands, size_t ba
       }
       __m256i wsum = _mm256_setzero_si256();
       STRATA_UNROLL for (int g = 0; g < 4; ++g) wsum = _mm256_dpbusd_epi32(wsum, ones, load32(B.v[4 * j + g]));
-      c = _mm256_add_epi32(c, _mm256_mullo_epi32(wsum, s));
+      if constexpr (kCentred) _mm256_store_si256(reinterpret_cast<__m256i*>(off[j]), _mm256_slli_epi32(wsum, 7));
+      else c = _mm256_add_epi32(c, _mm256_mullo_epi32(wsum, s));
     }
     _mm256_store_si256(reinterpret_cast<__m256i*>(corr), _mm256_slli_epi32(c, 7));
     for (int b = 0; b < nbands; ++b) {
@@ -776,6 +785,11 @@ void gemm_decoded_bands(int n, const uint8_t* w, const uint8_t* bands, size_t ba
           __m512i a[8], b[8];
           sub_sums(j, a);
           sub_sums(j + 1, b);
+          if constexpr (kCentred)
+            STRATA_UNROLL for (int r = 0; r < 8; ++r) {
+              a[r] = _mm512_sub_epi32(a[r], _mm512_set1_epi32(off[j][r]));
+              b[r] = _mm512_sub_epi32(b[r], _mm512_set1_epi32(off[j + 1][r]));
+            }
           STRATA_UNROLL for (int r = 0; r < 8; ++r) {
             const __m512i pair = _mm512_mask_blend_epi16(0xAAAAAAAA, a[r], _mm512_slli_epi32(b[r], 16));
             isum[r] = _mm512_dpwssd_epi32(isum[r], pair, _mm512_set1_epi32(sc[j / 2][r]));
@@ -913,11 +927,12 @@ void fill_avx512_gemm_x8(KernelTable& t) {
   // so Q4_K keeps its packed kernel.
   auto bands = [&](GgmlType ty, GemmDecodedBandsFn f) { t.gemm_decoded_bands[static_cast<int>(ty)] = f; };
   constexpr auto kNone16 = gemm_decoded_bands<BandMins::kNone, 16>, kNone32 = gemm_decoded_bands<BandMins::kNone, 32>;
-  for (GgmlType ty : {GgmlType::Q6_K, GgmlType::IQ2_XS, GgmlType::IQ2_S, GgmlType::IQ1_M}) bands(ty, kNone16);
+  for (GgmlType ty : {GgmlType::Q6_K, GgmlType::IQ2_XS, GgmlType::IQ2_S}) bands(ty, kNone16);
   for (GgmlType ty : {GgmlType::IQ2_XXS, GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::IQ1_S, GgmlType::IQ4_XS}) bands(ty, kNone32);
-  bands(GgmlType::Q3_K, gemm_decoded_bands<BandMins::kNone, 16, true>);
-  for (GgmlType ty : {GgmlType::TQ1_0, GgmlType::TQ2_0}) bands(ty, gemm_decoded_bands<BandMins::kNone, 32, true>);
-  bands(GgmlType::Q2_K, gemm_decoded_bands<BandMins::kSummedApart, 16, true>);
+  bands(GgmlType::Q3_K, gemm_decoded_bands<BandMins::kNone, 16, BandScales::kPairs>);
+  for (GgmlType ty : {GgmlType::TQ1_0, GgmlType::TQ2_0}) bands(ty, gemm_decoded_bands<BandMins::kNone, 32, BandScales::kPairs>);
+  bands(GgmlType::Q2_K, gemm_decoded_bands<BandMins::kSummedApart, 16, BandScales::kPairs>);
+  bands(GgmlType::IQ1_M, gemm_decoded_bands<BandMins::kNone, 16, BandScales::kCentredPairs>);
   bands(GgmlType::Q5_K, gemm_decoded_bands<BandMins::kPerBlock, 32>);
   t.decode_packed8[static_cast<int>(GgmlType::Q2_K)] = decode_packed8_q23<BlockQ2_Kx8>;
   t.decode_packed8[static_cast<int>(GgmlType::Q5_K)] = decode_packed8_q45_k<BlockQ5_Kx8>;
