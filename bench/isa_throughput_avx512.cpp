@@ -4,7 +4,8 @@
 // vpdpbusd, vpmulld, vpdpwssd and vfmadd231ps all take the one 512-bit multiply slot a cycle,
 // while adds, shifts and shuffles go beside them. That sets the token-band kernels' ceiling: one
 // vpmulld per sub-block's 16 tokens is 1 multiply in 5 with 16-value sub-blocks (Q6_K) and 1 in 9
-// with 32 (IQ4_XS); paired sub-blocks (Q2_K, Q3_K, TQ) halve it.
+// with 32 (IQ4_XS); paired sub-blocks (Q2_K, Q3_K, TQ, IQ1_M) halve it. The chains repeat
+// isa_throughput.cpp's on 512-bit registers: a shared template would be compiled for both ISAs.
 #include "isa_throughput.h"
 
 #include <immintrin.h>

@@ -743,7 +743,7 @@ void gemm_decoded_bands(int n, const uint8_t* w, const uint8_t* bands, size_t ba
     // pairs: each 128 * (sum of the values j) apart).
     constexpr bool kPairs = kScales != BandScales::kMultiply, kCentred = kScales == BandScales::kCentredPairs;
     static_assert(!kCentred || kSub == 16);
-    alignas(32) int32_t sc[16][8], corr[8], off[kCentred ? 16 : 1][8];
+    alignas(32) int32_t sc[16][8], corr[8], off[kCentred ? 16 : 1][8];  // corr: not centred; off: centred
     __m256i c = _mm256_setzero_si256();
     for (int j = 0; j < 16; ++j) {
       const __m256i both = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(B.sc[j]));
@@ -763,7 +763,7 @@ void gemm_decoded_bands(int n, const uint8_t* w, const uint8_t* bands, size_t ba
       if constexpr (kCentred) _mm256_store_si256(reinterpret_cast<__m256i*>(off[j]), _mm256_slli_epi32(wsum, 7));
       else c = _mm256_add_epi32(c, _mm256_mullo_epi32(wsum, s));
     }
-    _mm256_store_si256(reinterpret_cast<__m256i*>(corr), _mm256_slli_epi32(c, 7));
+    if constexpr (!kCentred) _mm256_store_si256(reinterpret_cast<__m256i*>(corr), _mm256_slli_epi32(c, 7));
     for (int b = 0; b < nbands; ++b) {
       const TokenBandBlock& X = reinterpret_cast<const TokenBandBlock*>(bands + b * band_stride)[ib];
       __m512i isum[8];
@@ -805,7 +805,7 @@ void gemm_decoded_bands(int n, const uint8_t* w, const uint8_t* bands, size_t ba
       }
       const __m512 dy = _mm512_loadu_ps(X.d);
       STRATA_UNROLL for (int r = 0; r < 8; ++r) {
-        const __m512i total = _mm512_sub_epi32(isum[r], _mm512_set1_epi32(corr[r]));
+        const __m512i total = kCentred ? isum[r] : _mm512_sub_epi32(isum[r], _mm512_set1_epi32(corr[r]));
         acc[b][r] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(B.d[r]), dy), _mm512_cvtepi32_ps(total), acc[b][r]);
       }
       if constexpr (kMins != BandMins::kNone) {
