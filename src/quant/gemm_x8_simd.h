@@ -32,6 +32,11 @@ namespace strata {
 namespace {
 
 constexpr bool kX8Vnni = STRATA_X8_VNNI;
+// The one-token VNNI kernels of the K-quants run where AMD hosts decode (one group per call,
+// gemm_x8_avx512.cpp's amd_decode_streams) and fetch nothing ahead in software: on the Zen 4
+// host of the README, one thread streaming Matvec/Q4_K from memory read 21.1, 21.8, 20.7 GB/s
+// with the 4 KiB-ahead prefetch and 31.0, 29.6, 25.2 without (the same kernel, alternated).
+constexpr bool kPrefetchOneToken = !kX8Vnni;
 
 // A broadcast straight from memory (a load, no shuffle).
 inline __m256i bcast_i32(const int32_t* p) { return _mm256_castps_si256(_mm256_broadcast_ss(reinterpret_cast<const float*>(p))); }
@@ -266,10 +271,13 @@ void gemm_signed32(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const 
 // Q5_K) sum exactly in 16 bits, eight (Q4_K) or four (Q5_K) at a time; madd then applies the
 // row's 6-bit scale. Q5_K's fifth bits: bit s of a high-bit byte moved to bit 4 (bit_to_4).
 // Codes of group g of sub-blocks 2j (lo) and 2j + 1 (hi) of a Q4_K / Q5_K x8 block.
-template <typename Packed>
+// kLoadOnce: the code bytes stay in a register for both nibbles (the compiler would fold the
+// load into both instructions, which costs a second load where loads are the bound).
+template <typename Packed, bool kLoadOnce = false>
 inline void q45_k_codes(const Packed& B, int j, int g, __m256i& lo, __m256i& hi) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const __m256i v = load256(B.qs + j * 256 + g * 32);
+  __m256i v = load256(B.qs + j * 256 + g * 32);
+  if constexpr (kLoadOnce) STRATA_KEEP(v);
   lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
   if constexpr (requires { B.qh; }) {
     const __m256i hb = load256(B.qh + g * 32);
@@ -287,11 +295,40 @@ void gemm_q45_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
   STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int ib = 0; ib < n / 256; ++ib) {
     const Packed& B = b[ib];
-    prefetch_ahead(b + ib);
+    if (NT > 1 || kPrefetchOneToken) prefetch_ahead(b + ib);
     const BlockQ8_K* y[NT];
     STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
     __m256i isum[NT];
     STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+#if STRATA_X8_VNNI
+    if constexpr (NT == 1) {
+      // One token (decode). Loads, not multiplies, held this kernel back: a broadcast load per
+      // vpdpbusd, and each code vector loaded twice (once per nibble). Here four groups'
+      // activation words come in one 16-byte load and are spread by in-lane shuffles, and each
+      // code load serves both nibbles (in L1, 114 -> 96 cycles per 8 x 256 block in a scratch
+      // loop). The code bytes are read in memory order (sub-block pair outer), as they arrive
+      // when streamed. The integer sums are the same.
+      __m256i s32[8];
+      STRATA_UNROLL for (int j = 0; j < 4; ++j) {
+        s32[2 * j] = s32[2 * j + 1] = _mm256_setzero_si256();
+        STRATA_UNROLL for (int g0 = 0; g0 < 8; g0 += 4) {
+          const __m256i xl = bcast16(y[0]->qs + 64 * j + 4 * g0), xh = bcast16(y[0]->qs + 64 * j + 32 + 4 * g0);
+          STRATA_UNROLL for (int g = g0; g < g0 + 4; ++g) {
+            __m256i lo, hi;
+            q45_k_codes<Packed, true>(B, j, g, lo, hi);
+            s32[2 * j] = _mm256_dpbusd_epi32(s32[2 * j], lo, _mm256_shuffle_epi32(xl, (g - g0) * 0x55));
+            s32[2 * j + 1] = _mm256_dpbusd_epi32(s32[2 * j + 1], hi, _mm256_shuffle_epi32(xh, (g - g0) * 0x55));
+            STRATA_KEEP(s32[2 * j]);
+            STRATA_KEEP(s32[2 * j + 1]);
+          }
+        }
+      }
+      STRATA_UNROLL for (int j = 0; j < 4; ++j) {
+        const __m256i sl = scales_u8(B.sc[2 * j]), sh = scales_u8(B.sc[2 * j + 1]);
+        isum[0] = _mm256_add_epi32(isum[0], _mm256_add_epi32(_mm256_mullo_epi32(s32[2 * j], sl), _mm256_mullo_epi32(s32[2 * j + 1], sh)));
+      }
+    } else
+#endif
     STRATA_UNROLL for (int j = 0; j < 4; ++j) {
       // sub-blocks 2j (low nibbles) and 2j + 1 (high nibbles) from the same bytes
 #if STRATA_X8_VNNI
@@ -341,11 +378,9 @@ void gemm_q45_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
     for (int p = 0; p < 4; ++p) mins[p] = row_bytes_two<false>(B.mn[2 * p]);
     const __m256 dw = load_d8(B.d), dm = load_d8(B.dmin);
     STRATA_UNROLL for (int t = 0; t < NT; ++t) {
-      const int16_t* bs = y[t]->bsums;
+      const __m256i bsp = bsum_pairs(y[t]->bsums);
       __m256i m32 = _mm256_setzero_si256();
-      for (int p = 0; p < 4; ++p)
-        m32 = _mm256_add_epi32(
-            m32, _mm256_madd_epi16(mins[p], bcast_pair(bs[4 * p] + bs[4 * p + 1], bs[4 * p + 2] + bs[4 * p + 3])));
+      for (int p = 0; p < 4; ++p) m32 = _mm256_add_epi32(m32, _mm256_madd_epi16(mins[p], bsum_pair(bsp, p)));
       const __m256 dx = _mm256_set1_ps(y[t]->d);
       acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(isum[t]), acc[t]);
       acc[t] = _mm256_fnmadd_ps(_mm256_mul_ps(dm, dx), _mm256_cvtepi32_ps(m32), acc[t]);
@@ -819,12 +854,41 @@ void gemm_q6_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8Bl
   STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int ib = 0; ib < n / 256; ++ib) {
     const BlockQ6_Kx8& B = b[ib];
-    prefetch_ahead(b + ib);
+    if (NT > 1 || kPrefetchOneToken) prefetch_ahead(b + ib);
     const BlockQ8_K* y[NT];
     STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
     __m256i isum[NT];
     STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
 #if STRATA_X8_VNNI
+    if constexpr (NT == 1) {
+      // One token (decode): each group's three planes are loaded once for all four of its codes
+      // (q6_k_codes loads them again for the fourth), the top bit pairs go together in two
+      // ternary-logic steps, and the codes are read in memory order (group h outer). The four
+      // scales' chains run side by side; the integer sums are the same.
+      const __m256i m6 = _mm256_set1_epi8(0x3F);
+      for (int q = 0; q < 4; ++q) {  // groups 4q..4q+3 (+16m) share scale q + 4m
+        __m256i s32[4];
+        STRATA_UNROLL for (int m = 0; m < 4; ++m) s32[m] = _mm256_setzero_si256();
+        STRATA_UNROLL for (int h = 4 * q; h < 4 * q + 4; ++h) {
+          const uint8_t* qp = B.q + 3 * h * 32;
+          __m256i p0 = load256(qp), p1 = load256(qp + 32), p2 = load256(qp + 64);
+          STRATA_KEEP(p0);
+          STRATA_KEEP(p1);
+          STRATA_KEEP(p2);
+          __m256i c[4];
+          c[0] = _mm256_and_si256(p0, m6), c[1] = _mm256_and_si256(p1, m6), c[2] = _mm256_and_si256(p2, m6);
+          // (a & mask) | b is ternary-logic function 0xEA of (a, mask, b)
+          const __m256i top01 = _mm256_ternarylogic_epi32(_mm256_srli_epi16(p1, 4), _mm256_set1_epi8(0x0C),
+                                                          _mm256_and_si256(_mm256_srli_epi16(p0, 6), _mm256_set1_epi8(0x03)), 0xEA);
+          c[3] = _mm256_ternarylogic_epi32(_mm256_srli_epi16(p2, 2), _mm256_set1_epi8(0x30), top01, 0xEA);
+          STRATA_UNROLL for (int m = 0; m < 4; ++m) {
+            s32[m] = _mm256_dpbusd_epi32(s32[m], c[m], bcast4(y[0]->qs + 4 * (h + 16 * m)));
+            STRATA_KEEP(s32[m]);
+          }
+        }
+        STRATA_UNROLL for (int m = 0; m < 4; ++m) isum[0] = _mm256_add_epi32(isum[0], _mm256_mullo_epi32(s32[m], scales_i8(B.sc[q + 4 * m])));
+      }
+    } else
     // the four groups of one scale summed in 32 bits, then one multiply by the row's scale
     for (int q = 0; q < 4; ++q) {  // groups 4q..4q+3 (+16m) share scale q + 4m
       STRATA_UNROLL for (int m = 0; m < 4; ++m) {
@@ -870,7 +934,7 @@ void gemm_q6_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8Bl
       const int16_t* bs = y[t]->bsums;
       __m256i off = _mm256_setzero_si256();
       for (int p = 0; p < 8; ++p)
-        off = _mm256_add_epi32(off, _mm256_madd_epi16(row_bytes_two<true>(B.sc[2 * p]), bcast_pair(bs[2 * p], bs[2 * p + 1])));
+        off = _mm256_add_epi32(off, _mm256_madd_epi16(row_bytes_two<true>(B.sc[2 * p]), bcast_sums2(bs + 2 * p)));
       const __m256i total = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(off, 5));
       acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(y[t]->d)), _mm256_cvtepi32_ps(total), acc[t]);
     }
