@@ -32,7 +32,7 @@ namespace strata {
 namespace {
 
 constexpr bool kX8Vnni = STRATA_X8_VNNI;
-// The one-token VNNI kernels of the K-quants run where AMD hosts decode (one group per call,
+// The one-token VNNI kernels (K-quants, and the 32-value formats' unsigned32_groups) run where AMD hosts decode (one group per call,
 // gemm_x8_avx512.cpp's amd_decode_streams) and fetch nothing ahead in software: on the Zen 4
 // host of the README, one thread streaming Matvec/Q4_K from memory read 21.1, 21.8, 20.7 GB/s
 // with the 4 KiB-ahead prefetch and 31.0, 29.6, 25.2 without (the same kernel, alternated).
@@ -141,21 +141,26 @@ void unsigned32_groups(int n, const uint8_t* w, size_t gs, const uint8_t* xq, si
   __m256 acc[G][NT];
   STRATA_UNROLL for (int j = 0; j < G; ++j) STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[j][t] = _mm256_setzero_ps();
   for (int ib = 0; ib < n / 32; ++ib) {
-    STRATA_UNROLL for (int j = 0; j < G; ++j) prefetch_ahead(b[j] + ib);
+    if (G * NT > 1 || kPrefetchOneToken) {
+      STRATA_UNROLL for (int j = 0; j < G; ++j) prefetch_ahead(b[j] + ib);
+    }
     const BlockQ8_0* y[NT];
     STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_0*>(xq + xs * t) + ib;
     __m256i s32[G][NT];
 #if STRATA_X8_VNNI
     // One group and one token would be a single chain of 8 vpdpbusd: the odd groups take a
-    // second chain then (an exact integer sum).
+    // second chain then (an exact integer sum). Its activation words come from two 16-byte
+    // loads, spread by in-lane shuffles (gemm_q45_k's one-token path).
     constexpr bool kSplit = G * NT == 1;
     __m256i odd[G][NT];
+    [[maybe_unused]] __m256i x16[2];
+    if constexpr (kSplit) x16[0] = bcast16(y[0]->qs), x16[1] = bcast16(y[0]->qs + 16);
     STRATA_UNROLL for (int j = 0; j < G; ++j) STRATA_UNROLL for (int t = 0; t < NT; ++t) s32[j][t] = odd[j][t] = _mm256_setzero_si256();
     STRATA_UNROLL for (int g = 0; g < 8; ++g) {
       __m256i c[G];
       STRATA_UNROLL for (int j = 0; j < G; ++j) c[j] = F::code(b[j][ib], g);
       STRATA_UNROLL for (int t = 0; t < NT; ++t) {
-        const __m256i x4 = bcast4(y[t]->qs + 4 * g);
+        const __m256i x4 = kSplit ? _mm256_shuffle_epi32(x16[g / 4], (g % 4) * 0x55) : bcast4(y[t]->qs + 4 * g);
         STRATA_UNROLL for (int j = 0; j < G; ++j) {
           __m256i& chain = kSplit && g % 2 ? odd[j][t] : s32[j][t];
           chain = _mm256_dpbusd_epi32(chain, c[j], x4);
