@@ -637,7 +637,7 @@ void gemm_iq2_levels(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
   STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int ib = 0; ib < n / 256; ++ib) {
     const Packed& B = b[ib];
-    prefetch_ahead(b + ib);
+    if (NT > 1 || kPrefetchOneToken) prefetch_ahead(b + ib);
     const BlockQ8_K* y[NT];
     STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
     __m256i isum[NT];
@@ -647,6 +647,36 @@ void gemm_iq2_levels(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
     // negated, vpdpbusd summing in 32 bits, one vpmulld per sub-scale row; exact integer totals,
     // so the same bits as the 16-bit sums below, in about a quarter fewer operations.
     constexpr int kQs = iq2_scale_row<Packed>(1) == iq2_scale_row<Packed>(0) ? 2 : 1;  // 16-value sub-blocks per scale row
+    if constexpr (NT == 1) {
+      // One token: each code and sign vector is loaded once for its four sub-blocks (j), and
+      // four groups' activation words come from one 16-byte load through in-lane shuffles
+      // (gemm_q45_k's one-token path); the 8 sub-blocks of a half run as 8 chains.
+      STRATA_UNROLL for (int h = 0; h < 2; ++h) {
+        __m256i c[4][2], x16[4][2];
+        STRATA_UNROLL for (int j = 0; j < 4; ++j) STRATA_UNROLL for (int q = 0; q < 2; ++q) {
+          c[j][q] = _mm256_setzero_si256();
+          x16[j][q] = bcast16(y[0]->qs + 16 * (8 * h + 2 * j + q));
+        }
+        STRATA_UNROLL for (int g8 = 0; g8 < 8; ++g8) {
+          const int q = g8 / 4, k = g8 % 4;
+          __m256i v = load256(B.qs + (8 * h + g8) * 32), m = load256(B.hm + g8 * 32);
+          STRATA_KEEP(v);
+          STRATA_KEEP(m);
+          const __m256i v4 = _mm256_srli_epi16(v, 4);
+          STRATA_UNROLL for (int j = 0; j < 4; ++j) {
+            const __m256i a = _mm256_shuffle_epi8(levels, _mm256_and_si256(j >= 2 ? v4 : v, j % 2 ? m0c : m03));
+            const __mmask32 neg = _mm256_test_epi8_mask(m, _mm256_set1_epi8(static_cast<char>(1 << (4 * h + j))));
+            const __m256i x = _mm256_shuffle_epi32(x16[j][q], k * 0x55);
+            c[j][q] = _mm256_dpbusd_epi32(c[j][q], a, _mm256_mask_sub_epi8(x, neg, _mm256_setzero_si256(), x));
+            STRATA_KEEP(c[j][q]);
+          }
+        }
+        STRATA_UNROLL for (int j = 0; j < 4; ++j) STRATA_UNROLL for (int q0 = 0; q0 < 2; q0 += kQs) {
+          const __m256i sum = kQs == 2 ? _mm256_add_epi32(c[j][0], c[j][1]) : c[j][q0];
+          isum[0] = _mm256_add_epi32(isum[0], _mm256_mullo_epi32(sum, scales_i8(B.sc[iq2_scale_row<Packed>(8 * h + 2 * j + q0)])));
+        }
+      }
+    } else
     STRATA_UNROLL for (int h = 0; h < 2; ++h) STRATA_UNROLL for (int j = 0; j < 4; ++j) {
       const __m256i sign_bit = _mm256_set1_epi8(static_cast<char>(1 << (4 * h + j)));
       STRATA_UNROLL for (int q0 = 0; q0 < 2; q0 += kQs) {
