@@ -425,11 +425,50 @@ void gemm_q23_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
   STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = mins[t] = _mm256_setzero_ps();
   for (int ib = 0; ib < n / 256; ++ib) {
     const Packed& B = b[ib];
-    prefetch_ahead(b + ib);
+    if (NT > 1 || kPrefetchOneToken) prefetch_ahead(b + ib);
     const BlockQ8_K* y[NT];
     STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
     __m256i isum[NT];
     STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+#if STRATA_X8_VNNI
+    // One token: each code vector (and Q3_K's high-mask vector) is loaded once for the four
+    // sub-blocks whose codes it holds, where q23_k_codes loads it once per sub-block; Q3_K's high
+    // bit goes in with one ternary-logic step. The 4 sub-blocks of a quarter run as 4 chains.
+    if constexpr (NT == 1) {
+      const __m256i m3 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(4);
+      STRATA_UNROLL for (int h = 0; h < 2; ++h) STRATA_UNROLL for (int q = 0; q < 2; ++q) {
+        __m256i s32[4];
+        STRATA_UNROLL for (int j = 0; j < 4; ++j) s32[j] = _mm256_setzero_si256();
+        STRATA_UNROLL for (int k = 0; k < 4; ++k) {
+          const int g8 = 4 * q + k;
+          __m256i v = load256(B.qs + (8 * h + g8) * 32);
+          STRATA_KEEP(v);
+          [[maybe_unused]] __m256i m;
+          if constexpr (kQ3) {
+            m = load256(B.hm + g8 * 32);
+            STRATA_KEEP(m);
+          }
+          STRATA_UNROLL for (int j = 0; j < 4; ++j) {
+            __m256i c = _mm256_and_si256(j ? _mm256_srli_epi16(v, 2 * j) : v, m3);
+            if constexpr (kQ3) {
+              const int bit = 4 * h + j;  // as q23_k_codes: (high bit moved to bit 2) & 4 | c
+              const __m256i hb = bit <= 2 ? _mm256_slli_epi16(m, 2 - bit) : _mm256_srli_epi16(m, bit - 2);
+              c = _mm256_ternarylogic_epi32(hb, m4, c, 0xEA);
+            }
+            s32[j] = _mm256_dpbusd_epi32(s32[j], c, bcast4(y[0]->qs + 16 * (8 * h + 2 * j + q) + 4 * k));
+            STRATA_KEEP(s32[j]);
+          }
+        }
+        STRATA_UNROLL for (int j = 0; j < 4; ++j) {
+          const int s = 8 * h + 2 * j + q;
+          __m256i sc;
+          if constexpr (kQ3) sc = _mm256_and_si256(scales_i8(B.sc[s]), _mm256_set1_epi32(0xFFFF));
+          else sc = _mm256_and_si256(scales_u8(B.sc[s]), _mm256_set1_epi32(15));
+          isum[0] = _mm256_dpwssd_epi32(isum[0], s32[j], sc);
+        }
+      }
+    }
+#endif
     auto half = [&](int h) {  // values 128h..128h+127
       STRATA_UNROLL for (int j = 0; j < 4; ++j) {
         STRATA_UNROLL for (int q = 0; q < 2; ++q) {  // sub-block 8h + 2j + q: groups g8 = 4q..4q+3
@@ -477,7 +516,9 @@ void gemm_q23_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
     // Q3_K's halves unrolled, so its high-mask shift counts are constants (as a loop, GCC hoisted
     // the high-mask loads and spilled them; Matvec/Q3_K 18.5 -> 16.1 µs unrolled). Q2_K's prefill
     // ran faster as a loop (Matmul/Q2_K 8.6 -> 7.3 ms).
-    if constexpr (kQ3) {
+    if constexpr (kX8Vnni && NT == 1) {
+      // done above
+    } else if constexpr (kQ3) {
       half(0);
       half(1);
     } else {
@@ -494,8 +535,7 @@ void gemm_q23_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
     STRATA_UNROLL for (int t = 0; t < NT; ++t) {
       const int16_t* bs = y[t]->bsums;
       __m256i m32 = _mm256_setzero_si256();
-      STRATA_UNROLL for (int p = 0; p < 8; ++p)
-        m32 = _mm256_add_epi32(m32, _mm256_madd_epi16(pairs[p], bcast_pair(bs[2 * p], bs[2 * p + 1])));
+      STRATA_UNROLL for (int p = 0; p < 8; ++p) m32 = _mm256_add_epi32(m32, _mm256_madd_epi16(pairs[p], bcast_sums2(bs + 2 * p)));
       const __m256 dy = _mm256_set1_ps(y[t]->d);
       if constexpr (kQ3) {
         const __m256i total = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(m32, 2));
