@@ -1145,25 +1145,32 @@ void gemm_iq3_offset(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
   STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int ib = 0; ib < n / 256; ++ib) {
     const BlockIQ3Levelsx8& B = b[ib];
-    prefetch_ahead(b + ib);
+    if (NT > 1 || kPrefetchOneToken) prefetch_ahead(b + ib);
     const BlockQ8_K* y[NT];
     STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
     __m256i isum[NT];
     STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
 #if STRATA_X8_VNNI
     // vpdpbusd sums a sub-block's products in 32 bits (two chains, the low and the high nibbles),
-    // then one vpmulld by the sub-scale: the integer of the 16-bit sums and madds below.
+    // then one vpmulld by the sub-scale: the integer of the 16-bit sums and madds below. With one
+    // token, each code vector is loaded once for both nibbles and the activation words come from
+    // two 16-byte loads per sub-block through in-lane shuffles (gemm_q45_k's one-token path).
     for (int sub = 0; sub < 8; ++sub) {
       const __m256i sc = scales_i8(B.sc[sub]);
       __m256i lo[NT], hi[NT];
+      [[maybe_unused]] __m256i xl, xh;
+      if constexpr (NT == 1) xl = bcast16(y[0]->qs + 32 * sub), xh = bcast16(y[0]->qs + 32 * sub + 16);
       STRATA_UNROLL for (int g = 0; g < 4; ++g) {
-        const __m256i v = load256(B.qs + sub * 128 + g * 32);
+        __m256i v = load256(B.qs + sub * 128 + g * 32);
+        if constexpr (NT == 1) STRATA_KEEP(v);
         const __m256i u0 = _mm256_shuffle_epi8(codes, _mm256_and_si256(v, m4));                         // values 4g..
         const __m256i u1 = _mm256_shuffle_epi8(codes, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));  // 16+4g..
         STRATA_UNROLL for (int t = 0; t < NT; ++t) {
           const int8_t* x = y[t]->qs + 32 * sub + 4 * g;
-          lo[t] = _mm256_dpbusd_epi32(g ? lo[t] : _mm256_setzero_si256(), u0, bcast4(x));
-          hi[t] = _mm256_dpbusd_epi32(g ? hi[t] : _mm256_setzero_si256(), u1, bcast4(x + 16));
+          const __m256i x0 = NT == 1 ? _mm256_shuffle_epi32(xl, g * 0x55) : bcast4(x);
+          const __m256i x1 = NT == 1 ? _mm256_shuffle_epi32(xh, g * 0x55) : bcast4(x + 16);
+          lo[t] = _mm256_dpbusd_epi32(g ? lo[t] : _mm256_setzero_si256(), u0, x0);
+          hi[t] = _mm256_dpbusd_epi32(g ? hi[t] : _mm256_setzero_si256(), u1, x1);
           STRATA_KEEP(lo[t]);
           STRATA_KEEP(hi[t]);
         }
@@ -1201,10 +1208,9 @@ void gemm_iq3_offset(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
     STRATA_UNROLL for (int p = 0; p < 4; ++p) pairs[p] = row_bytes_two<true>(B.sc[2 * p]);
     const __m256 dw = _mm256_mul_ps(load_d8(B.d), _mm256_set1_ps(L::kD));
     STRATA_UNROLL for (int t = 0; t < NT; ++t) {
-      const int16_t* bs = y[t]->bsums;
+      const __m256i bsp = bsum_pairs(y[t]->bsums);
       __m256i off = _mm256_setzero_si256();
-      STRATA_UNROLL for (int p = 0; p < 4; ++p)
-        off = _mm256_add_epi32(off, _mm256_madd_epi16(pairs[p], bcast_pair(bs[4 * p] + bs[4 * p + 1], bs[4 * p + 2] + bs[4 * p + 3])));
+      STRATA_UNROLL for (int p = 0; p < 4; ++p) off = _mm256_add_epi32(off, _mm256_madd_epi16(pairs[p], bsum_pair(bsp, p)));
       __m256i total = _mm256_sub_epi32(isum[t], _mm256_mullo_epi32(off, _mm256_set1_epi32(L::kOffset)));
       if constexpr (L::kDiv == 2) total = _mm256_add_epi32(total, total);
       acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(y[t]->d)), _mm256_cvtepi32_ps(total), acc[t]);
