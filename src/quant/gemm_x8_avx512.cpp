@@ -692,8 +692,8 @@ void iq4_xs_one_token(int n, const uint8_t* w, const uint8_t* xq, size_t, const 
         STRATA_KEEP(v);
         const __m256i u0 = _mm256_shuffle_epi8(levels, _mm256_and_si256(v, m4));                         // values 4g..
         const __m256i u1 = _mm256_shuffle_epi8(levels, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));  // 16+4g..
-        lo = _mm256_dpbusd_epi32(lo, u0, _mm256_shuffle_epi32(xl, g * 0x55));
-        hi = _mm256_dpbusd_epi32(hi, u1, _mm256_shuffle_epi32(xh, g * 0x55));
+        lo = _mm256_dpbusd_epi32(lo, u0, spread_word(xl, g));
+        hi = _mm256_dpbusd_epi32(hi, u1, spread_word(xh, g));
         STRATA_KEEP(lo);
         STRATA_KEEP(hi);
       }

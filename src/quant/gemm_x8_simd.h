@@ -160,7 +160,7 @@ void unsigned32_groups(int n, const uint8_t* w, size_t gs, const uint8_t* xq, si
       __m256i c[G];
       STRATA_UNROLL for (int j = 0; j < G; ++j) c[j] = F::code(b[j][ib], g);
       STRATA_UNROLL for (int t = 0; t < NT; ++t) {
-        const __m256i x4 = kSplit ? _mm256_shuffle_epi32(x16[g / 4], (g % 4) * 0x55) : bcast4(y[t]->qs + 4 * g);
+        const __m256i x4 = kSplit ? spread_word(x16[g / 4], g % 4) : bcast4(y[t]->qs + 4 * g);
         STRATA_UNROLL for (int j = 0; j < G; ++j) {
           __m256i& chain = kSplit && g % 2 ? odd[j][t] : s32[j][t];
           chain = _mm256_dpbusd_epi32(chain, c[j], x4);
@@ -321,8 +321,8 @@ void gemm_q45_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
           STRATA_UNROLL for (int g = g0; g < g0 + 4; ++g) {
             __m256i lo, hi;
             q45_k_codes<Packed, true>(B, j, g, lo, hi);
-            s32[2 * j] = _mm256_dpbusd_epi32(s32[2 * j], lo, _mm256_shuffle_epi32(xl, (g - g0) * 0x55));
-            s32[2 * j + 1] = _mm256_dpbusd_epi32(s32[2 * j + 1], hi, _mm256_shuffle_epi32(xh, (g - g0) * 0x55));
+            s32[2 * j] = _mm256_dpbusd_epi32(s32[2 * j], lo, spread_word(xl, g - g0));
+            s32[2 * j + 1] = _mm256_dpbusd_epi32(s32[2 * j + 1], hi, spread_word(xh, g - g0));
             STRATA_KEEP(s32[2 * j]);
             STRATA_KEEP(s32[2 * j + 1]);
           }
@@ -706,7 +706,7 @@ void gemm_iq2_levels(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
           STRATA_UNROLL for (int j = 0; j < 4; ++j) {
             const __m256i a = _mm256_shuffle_epi8(levels, _mm256_and_si256(j >= 2 ? v4 : v, j % 2 ? m0c : m03));
             const __mmask32 neg = _mm256_test_epi8_mask(m, _mm256_set1_epi8(static_cast<char>(1 << (4 * h + j))));
-            const __m256i x = _mm256_shuffle_epi32(x16[j][q], k * 0x55);
+            const __m256i x = spread_word(x16[j][q], k);
             c[j][q] = _mm256_dpbusd_epi32(c[j][q], a, _mm256_mask_sub_epi8(x, neg, _mm256_setzero_si256(), x));
             STRATA_KEEP(c[j][q]);
           }
@@ -1167,8 +1167,8 @@ void gemm_iq3_offset(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
         const __m256i u1 = _mm256_shuffle_epi8(codes, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));  // 16+4g..
         STRATA_UNROLL for (int t = 0; t < NT; ++t) {
           const int8_t* x = y[t]->qs + 32 * sub + 4 * g;
-          const __m256i x0 = NT == 1 ? _mm256_shuffle_epi32(xl, g * 0x55) : bcast4(x);
-          const __m256i x1 = NT == 1 ? _mm256_shuffle_epi32(xh, g * 0x55) : bcast4(x + 16);
+          const __m256i x0 = NT == 1 ? spread_word(xl, g) : bcast4(x);
+          const __m256i x1 = NT == 1 ? spread_word(xh, g) : bcast4(x + 16);
           lo[t] = _mm256_dpbusd_epi32(g ? lo[t] : _mm256_setzero_si256(), u0, x0);
           hi[t] = _mm256_dpbusd_epi32(g ? hi[t] : _mm256_setzero_si256(), u1, x1);
           STRATA_KEEP(lo[t]);

@@ -185,9 +185,20 @@ inline __m256i bcast4(const int8_t* p) {
   std::memcpy(&v, p, 4);
   return _mm256_set1_epi32(v);
 }
-// Sixteen activation bytes in both 128-bit lanes: _mm256_shuffle_epi32(v, k * 0x55) is then
-// bcast4(p + 4k), an in-lane shuffle where bcast4 is a load.
+// Sixteen activation bytes in both 128-bit lanes: spread_word(v, k) is then bcast4(p + 4k), an
+// in-lane shuffle where bcast4 is a load.
 inline __m256i bcast16(const int8_t* p) { return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+// Word k (0..3) of each 128-bit lane in all four of its places, bcast4(p + 4k) from bcast16(p).
+// A switch, since the shuffle takes an immediate and k is a loop index: the unrolled kernels
+// fold it to one shuffle; a build that does not unroll (the sanitizer build's -O1) branches.
+inline __m256i spread_word(__m256i v, int k) {
+  switch (k) {
+    case 0: return _mm256_shuffle_epi32(v, 0x00);
+    case 1: return _mm256_shuffle_epi32(v, 0x55);
+    case 2: return _mm256_shuffle_epi32(v, 0xAA);
+    default: return _mm256_shuffle_epi32(v, 0xFF);
+  }
+}
 // A Q8_K block's 16 sums of 16 codes as the madd operands of its four 64-value quarters: 32-bit
 // lane p (0, 1) and 4 + p (2, 3) of bsum_pairs holds (bs[4p] + bs[4p+1], bs[4p+2] + bs[4p+3]) as
 // two 16-bit values, bcast_pair's operand (each sum is at most 2 * 16 * 128 in magnitude, so the
