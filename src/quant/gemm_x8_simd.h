@@ -32,10 +32,11 @@ namespace strata {
 namespace {
 
 constexpr bool kX8Vnni = STRATA_X8_VNNI;
-// The one-token VNNI kernels (K-quants, and the 32-value formats' unsigned32_groups) run where AMD hosts decode (one group per call,
-// gemm_x8_avx512.cpp's amd_decode_streams) and fetch nothing ahead in software: on the Zen 4
-// host of the README, one thread streaming Matvec/Q4_K from memory read 21.1, 21.8, 20.7 GB/s
-// with the 4 KiB-ahead prefetch and 31.0, 29.6, 25.2 without (the same kernel, alternated).
+// The one-token VNNI paths (unsigned32_groups, the K-quants, IQ2, IQ3) run where AMD hosts
+// decode (one group per call, gemm_x8_avx512.cpp's amd_decode_streams) and fetch nothing ahead
+// in software: on the Zen 4 host of the README, one thread streaming Matvec/Q4_K from memory
+// read 21.1, 21.8, 20.7 GB/s with the 4 KiB-ahead prefetch and 31.0, 29.6, 25.2 without (the
+// same kernel, alternated).
 constexpr bool kPrefetchOneToken = !kX8Vnni;
 
 // A broadcast straight from memory (a load, no shuffle).
