@@ -668,49 +668,6 @@ void iq1_codes_pair_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, s
   STRATA_UNROLL for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + os * t, acc[t]);
 }
 
-// IQ4_XS decode, one group and one token (AMD hosts, amd_decode_streams): the levels plus 128
-// as unsigned codes (IQ4_XSOffset), where gemm_nibble_values takes each level's magnitude and
-// signs the activations (four operations fewer per 32 codes), four groups' activation words
-// from one 16-byte load spread by in-lane shuffles, and no software prefetch (kPrefetchOneToken).
-// The offset comes off after the block: 128 times the sub-scaled 32-value activation sums (the
-// Q8_K block sums, paired as gemm_q45_k's mins take them). The same integer total as
-// gemm_nibble_values, so the same bits.
-void iq4_xs_one_token(int n, const uint8_t* w, const uint8_t* xq, size_t, const Q8BlockInfo*, size_t, float* out) {
-  const auto* b = reinterpret_cast<const BlockIQ4_XSx8*>(w);
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const __m256i levels = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4LevelsPlus128.data())));
-  __m256 acc = _mm256_setzero_ps();
-  for (int ib = 0; ib < n / 256; ++ib) {
-    const BlockIQ4_XSx8& B = b[ib];
-    const BlockQ8_K* y = reinterpret_cast<const BlockQ8_K*>(xq) + ib;
-    __m256i isum = _mm256_setzero_si256();
-    for (int sub = 0; sub < 8; ++sub) {
-      const __m256i xl = bcast16(y->qs + 32 * sub), xh = bcast16(y->qs + 32 * sub + 16);
-      __m256i lo = _mm256_setzero_si256(), hi = lo;
-      STRATA_UNROLL for (int g = 0; g < 4; ++g) {
-        __m256i v = load256(B.qs + sub * 128 + g * 32);
-        STRATA_KEEP(v);
-        const __m256i u0 = _mm256_shuffle_epi8(levels, _mm256_and_si256(v, m4));                         // values 4g..
-        const __m256i u1 = _mm256_shuffle_epi8(levels, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));  // 16+4g..
-        lo = _mm256_dpbusd_epi32(lo, u0, spread_word(xl, g));
-        hi = _mm256_dpbusd_epi32(hi, u1, spread_word(xh, g));
-        STRATA_KEEP(lo);
-        STRATA_KEEP(hi);
-      }
-      isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(_mm256_add_epi32(lo, hi), scales_i8(B.sc[sub])));
-    }
-    const __m256i bsp = bsum_pairs(y->bsums);
-    __m256i off = _mm256_setzero_si256();
-    STRATA_UNROLL for (int p = 0; p < 4; ++p) off = _mm256_add_epi32(off, _mm256_madd_epi16(row_bytes_two<true>(B.sc[2 * p]), bsum_pair(bsp, p)));
-    const __m256i total = _mm256_sub_epi32(isum, _mm256_slli_epi32(off, 7));
-    acc = _mm256_fmadd_ps(_mm256_mul_ps(load_d8(B.d), _mm256_set1_ps(y->d)), _mm256_cvtepi32_ps(total), acc);
-  }
-  _mm256_storeu_ps(out, acc);
-}
-using OneGroupFn = void (*)(int, const uint8_t*, const uint8_t*, size_t, const Q8BlockInfo*, size_t, float*);
-template <int NT> constexpr OneGroupFn kIq4XsGroup = gemm_nibble_values<IQ4_XSValues, NT>;
-template <> constexpr OneGroupFn kIq4XsGroup<1> = iq4_xs_one_token;
-
 // G = 1 through the 256-bit kernel K (a GemmX8Fn), G = 2 through the pair P.
 template <auto K, auto P, int G, int NT>
 void k_groups_512(int n, const uint8_t* w, size_t gs, const uint8_t* xq, size_t xs, const Q8BlockInfo* xi, size_t xis,
@@ -745,7 +702,7 @@ template <int G, int NT> struct GQ6_Kx16 { static constexpr auto f = k_groups_51
 template <int G, int NT> struct GQ2_Kx16 { static constexpr auto f = k_groups_512<gemm_q23_k<BlockQ2_Kx8, NT>, q23_k_pair_512<BlockQ2_Kx8, NT>, G, NT>; };
 template <int G, int NT> struct GTQ2_0x16 { static constexpr auto f = k_groups_512<gemm_tq2_0<NT>, q23_k_pair_512<BlockTQ2_0x8, NT>, G, NT>; };
 template <int G, int NT> struct GQ3_Kx16 { static constexpr auto f = k_groups_512<gemm_q23_k<BlockQ3_Kx8, NT>, q23_k_pair_512<BlockQ3_Kx8, NT>, G, NT>; };
-template <int G, int NT> struct GIQ4_XSx16 { static constexpr auto f = k_groups_512<kIq4XsGroup<NT>, nibble_values_pair_512<IQ4_XSOffset, NT>, G, NT>; };
+template <int G, int NT> struct GIQ4_XSx16 { static constexpr auto f = k_groups_512<gemm_nibble_values<IQ4_XSValues, NT>, nibble_values_pair_512<IQ4_XSOffset, NT>, G, NT>; };
 template <int G, int NT> struct GIQ2_XXSx16 {
   static constexpr auto f = k_groups_512<gemm_iq2_levels<BlockIQ2XXSLevelsx8, NT>, iq2_levels_pair_512<BlockIQ2XXSLevelsx8, NT>, G, NT>;
 };

@@ -32,7 +32,7 @@ namespace strata {
 namespace {
 
 constexpr bool kX8Vnni = STRATA_X8_VNNI;
-// The one-token VNNI paths (unsigned32_groups, the K-quants, IQ2, IQ3) run where AMD hosts
+// The one-token VNNI paths (unsigned32_groups, the K-quants, IQ2, IQ3, IQ4_XS) run where AMD hosts
 // decode (one group per call, gemm_x8_avx512.cpp's amd_decode_streams) and fetch nothing ahead
 // in software: on the Zen 4 host of the README, one thread streaming Matvec/Q4_K from memory
 // read 21.1, 21.8, 20.7 GB/s with the 4 KiB-ahead prefetch and 31.0, 29.6, 25.2 without (the
@@ -1051,18 +1051,44 @@ void gemm_nibble_values(int n, const uint8_t* w, const uint8_t* xq, size_t xs, c
   STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int ib = 0; ib < n / 256; ++ib) {
     const auto& B = b[ib];
-    prefetch_ahead(b + ib);
+    if (NT > 1 || kPrefetchOneToken) prefetch_ahead(b + ib);
     const BlockQ8_K* y[NT];
     STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
     __m256i isum[NT];
     STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
 #if STRATA_X8_VNNI
-    // a sub-block's sums in 32 bits, then one multiply by the row's scale; with one token the
-    // high nibbles' products take a second chain (an exact integer sum)
-    constexpr bool kSplit = NT == 1;
+    // a sub-block's sums in 32 bits, then one multiply by the row's scale
+    if constexpr (NT == 1) {
+      // One token: the levels plus 128 (the signed levels xor 0x80) as unsigned codes, where
+      // the form below takes each level's magnitude and signs the activations (four operations
+      // fewer per 32 codes); each code vector loaded once, four groups' activation words from one
+      // 16-byte load spread by in-lane shuffles. The offset comes off after the block: 128 times
+      // the sub-scaled 32-value activation sums (paired as gemm_q45_k's mins take them). The same
+      // integer total.
+      const __m256i ulevels = _mm256_xor_si256(levels, _mm256_set1_epi8(static_cast<char>(0x80)));
+      for (int sub = 0; sub < 8; ++sub) {
+        const __m256i xl = bcast16(y[0]->qs + 32 * sub), xh = bcast16(y[0]->qs + 32 * sub + 16);
+        __m256i lo = _mm256_setzero_si256(), hi = lo;
+        STRATA_UNROLL for (int g = 0; g < 4; ++g) {
+          __m256i v = load256(B.qs + sub * 128 + g * 32);
+          STRATA_KEEP(v);
+          const __m256i u0 = _mm256_shuffle_epi8(ulevels, _mm256_and_si256(v, m4));                         // values 4g..
+          const __m256i u1 = _mm256_shuffle_epi8(ulevels, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));  // 16+4g..
+          lo = _mm256_dpbusd_epi32(lo, u0, spread_word(xl, g));
+          hi = _mm256_dpbusd_epi32(hi, u1, spread_word(xh, g));
+          STRATA_KEEP(lo);
+          STRATA_KEEP(hi);
+        }
+        isum[0] = _mm256_add_epi32(isum[0], _mm256_mullo_epi32(_mm256_add_epi32(lo, hi), scales_i8(B.sc[sub])));
+      }
+      const __m256i bsp = bsum_pairs(y[0]->bsums);
+      __m256i off = _mm256_setzero_si256();
+      STRATA_UNROLL for (int p = 0; p < 4; ++p) off = _mm256_add_epi32(off, _mm256_madd_epi16(row_bytes_two<true>(B.sc[2 * p]), bsum_pair(bsp, p)));
+      isum[0] = _mm256_sub_epi32(isum[0], _mm256_slli_epi32(off, 7));
+    } else
     for (int sub = 0; sub < 8; ++sub) {
-      __m256i s32[NT], hi32[NT];
-      STRATA_UNROLL for (int t = 0; t < NT; ++t) s32[t] = hi32[t] = _mm256_setzero_si256();
+      __m256i s32[NT];
+      STRATA_UNROLL for (int t = 0; t < NT; ++t) s32[t] = _mm256_setzero_si256();
       STRATA_UNROLL for (int g = 0; g < 4; ++g) {
         const __m256i v = load256(B.qs + sub * 128 + g * 32);
         const __m256i c0 = _mm256_shuffle_epi8(levels, _mm256_and_si256(v, m4));                         // values 4g..
@@ -1071,15 +1097,12 @@ void gemm_nibble_values(int n, const uint8_t* w, const uint8_t* xq, size_t xs, c
         STRATA_UNROLL for (int t = 0; t < NT; ++t) {
           const int8_t* x = y[t]->qs + 32 * sub + 4 * g;
           s32[t] = _mm256_dpbusd_epi32(s32[t], a0, _mm256_sign_epi8(bcast4(x), c0));
-          __m256i& chain = kSplit ? hi32[t] : s32[t];
-          chain = _mm256_dpbusd_epi32(chain, a1, _mm256_sign_epi8(bcast4(x + 16), c1));
+          s32[t] = _mm256_dpbusd_epi32(s32[t], a1, _mm256_sign_epi8(bcast4(x + 16), c1));
           STRATA_KEEP(s32[t]);
-          STRATA_KEEP(chain);
         }
       }
       const __m256i sc = scales_i8(B.sc[sub]);
       STRATA_UNROLL for (int t = 0; t < NT; ++t) {
-        if constexpr (kSplit) s32[t] = _mm256_add_epi32(s32[t], hi32[t]);
         isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(s32[t], sc));
         STRATA_KEEP(isum[t]);
       }
