@@ -1509,7 +1509,7 @@ void gemm_decoded8_n(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
       STRATA_UNROLL for (int t = 0; t < NT; ++t) {
         const int16_t* bs = y[t]->bsums;
         __m256i s32 = _mm256_setzero_si256();
-        for (int p = 0; p < 8; ++p) s32 = _mm256_add_epi32(s32, _mm256_madd_epi16(sc_pairs[p], bcast_pair(bs[2 * p], bs[2 * p + 1])));
+        for (int p = 0; p < 8; ++p) s32 = _mm256_add_epi32(s32, _mm256_madd_epi16(sc_pairs[p], bcast4(bs + 2 * p)));
         isum[t] = _mm256_sub_epi32(isum[t], _mm256_mullo_epi32(s32, _mm256_set1_epi32(kOff)));
       }
     }
@@ -1523,7 +1523,7 @@ void gemm_decoded8_n(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
         __m256i m32 = _mm256_setzero_si256();
         for (int p = 0; p < 8; ++p)
           m32 = _mm256_add_epi32(m32, _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(B.mn[p])),
-                                                        bcast_pair(bs[2 * p], bs[2 * p + 1])));
+                                                        bcast4(bs + 2 * p)));
         mins[t] = _mm256_add_ps(mins[t], _mm256_mul_ps(_mm256_set1_ps(y[t]->d), _mm256_mul_ps(dm, _mm256_cvtepi32_ps(m32))));
       }
     }

@@ -404,15 +404,15 @@ void gemm_q45_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
 
 // Codes of values 128h + 32j + 4(g%8) + i (g = 8h + g % 8) of a Q2_K / Q3_K x8 block: 0..3, and
 // Q3_K's high bit 4h + j of its high-mask byte moved to bit 2 (0..7; value = code - 4).
+// Bit `bit` of each high-mask byte moved to bit 2 (16-bit shifts: bit 2 of each byte comes from
+// its own byte); the other bits are left for the caller's mask.
+inline __m256i q3_high_at_bit2(__m256i m, int bit) { return bit <= 2 ? _mm256_slli_epi16(m, 2 - bit) : _mm256_srli_epi16(m, bit - 2); }
 template <typename Packed>
 inline __m256i q23_k_codes(const Packed& B, int h, int j, int g8) {
   const __m256i v = load256(B.qs + (8 * h + g8) * 32);
   const __m256i c = _mm256_and_si256(j ? _mm256_srli_epi16(v, 2 * j) : v, _mm256_set1_epi8(3));
   if constexpr (requires { B.hm; }) {
-    const __m256i m = load256(B.hm + g8 * 32);
-    const int bit = 4 * h + j;  // 16-bit shifts: bit 2 of each byte comes from its own byte
-    const __m256i hb = bit <= 2 ? _mm256_slli_epi16(m, 2 - bit) : _mm256_srli_epi16(m, bit - 2);
-    return _mm256_or_si256(c, _mm256_and_si256(hb, _mm256_set1_epi8(4)));
+    return _mm256_or_si256(c, _mm256_and_si256(q3_high_at_bit2(load256(B.hm + g8 * 32), 4 * h + j), _mm256_set1_epi8(4)));
   } else {
     return c;
   }
@@ -432,43 +432,11 @@ void gemm_q23_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
     __m256i isum[NT];
     STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
 #if STRATA_X8_VNNI
-    // One token: each code vector (and Q3_K's high-mask vector) is loaded once for the four
-    // sub-blocks whose codes it holds, where q23_k_codes loads it once per sub-block; Q3_K's high
-    // bit goes in with one ternary-logic step. The 4 sub-blocks of a quarter run as 4 chains.
-    if constexpr (NT == 1) {
-      const __m256i m3 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(4);
-      STRATA_UNROLL for (int h = 0; h < 2; ++h) STRATA_UNROLL for (int q = 0; q < 2; ++q) {
-        __m256i s32[4];
-        STRATA_UNROLL for (int j = 0; j < 4; ++j) s32[j] = _mm256_setzero_si256();
-        STRATA_UNROLL for (int k = 0; k < 4; ++k) {
-          const int g8 = 4 * q + k;
-          __m256i v = load256(B.qs + (8 * h + g8) * 32);
-          STRATA_KEEP(v);
-          [[maybe_unused]] __m256i m;
-          if constexpr (kQ3) {
-            m = load256(B.hm + g8 * 32);
-            STRATA_KEEP(m);
-          }
-          STRATA_UNROLL for (int j = 0; j < 4; ++j) {
-            __m256i c = _mm256_and_si256(j ? _mm256_srli_epi16(v, 2 * j) : v, m3);
-            if constexpr (kQ3) {
-              const int bit = 4 * h + j;  // as q23_k_codes: (high bit moved to bit 2) & 4 | c
-              const __m256i hb = bit <= 2 ? _mm256_slli_epi16(m, 2 - bit) : _mm256_srli_epi16(m, bit - 2);
-              c = _mm256_ternarylogic_epi32(hb, m4, c, 0xEA);
-            }
-            s32[j] = _mm256_dpbusd_epi32(s32[j], c, bcast4(y[0]->qs + 16 * (8 * h + 2 * j + q) + 4 * k));
-            STRATA_KEEP(s32[j]);
-          }
-        }
-        STRATA_UNROLL for (int j = 0; j < 4; ++j) {
-          const int s = 8 * h + 2 * j + q;
-          __m256i sc;
-          if constexpr (kQ3) sc = _mm256_and_si256(scales_i8(B.sc[s]), _mm256_set1_epi32(0xFFFF));
-          else sc = _mm256_and_si256(scales_u8(B.sc[s]), _mm256_set1_epi32(15));
-          isum[0] = _mm256_dpwssd_epi32(isum[0], s32[j], sc);
-        }
-      }
-    }
+    // The sub-scale in the low half of each 32-bit lane, upper half zero (a vpdpwssd operand).
+    auto sub_scale = [&](int s) {
+      if constexpr (kQ3) return _mm256_and_si256(scales_i8(B.sc[s]), _mm256_set1_epi32(0xFFFF));
+      else return _mm256_and_si256(scales_u8(B.sc[s]), _mm256_set1_epi32(15));
+    };
 #endif
     auto half = [&](int h) {  // values 128h..128h+127
       STRATA_UNROLL for (int j = 0; j < 4; ++j) {
@@ -486,9 +454,7 @@ void gemm_q23_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
               STRATA_KEEP(s32[t]);
             }
           }
-          __m256i sc;
-          if constexpr (kQ3) sc = _mm256_and_si256(scales_i8(B.sc[s]), _mm256_set1_epi32(0xFFFF));
-          else sc = _mm256_and_si256(scales_u8(B.sc[s]), _mm256_set1_epi32(15));
+          const __m256i sc = sub_scale(s);
           STRATA_UNROLL for (int t = 0; t < NT; ++t) {
             isum[t] = _mm256_dpwssd_epi32(isum[t], s32[t], sc);
             STRATA_KEEP(isum[t]);
@@ -514,12 +480,39 @@ void gemm_q23_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
         }
       }
     };
+#if STRATA_X8_VNNI
+    // One token: each code vector (and Q3_K's high-mask vector) is loaded once for the four
+    // sub-blocks whose codes it holds, where q23_k_codes loads it once per sub-block; Q3_K's high
+    // bit goes in with one ternary-logic step. The 4 sub-blocks of a quarter run as 4 chains.
+    if constexpr (NT == 1) {
+      const __m256i m3 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(4);
+      STRATA_UNROLL for (int h = 0; h < 2; ++h) STRATA_UNROLL for (int q = 0; q < 2; ++q) {
+        __m256i s32[4];
+        STRATA_UNROLL for (int j = 0; j < 4; ++j) s32[j] = _mm256_setzero_si256();
+        STRATA_UNROLL for (int k = 0; k < 4; ++k) {
+          const int g8 = 4 * q + k;
+          __m256i v = load256(B.qs + (8 * h + g8) * 32);
+          STRATA_KEEP(v);
+          [[maybe_unused]] __m256i m;
+          if constexpr (kQ3) {
+            m = load256(B.hm + g8 * 32);
+            STRATA_KEEP(m);
+          }
+          STRATA_UNROLL for (int j = 0; j < 4; ++j) {
+            __m256i c = _mm256_and_si256(j ? _mm256_srli_epi16(v, 2 * j) : v, m3);
+            if constexpr (kQ3) c = _mm256_ternarylogic_epi32(q3_high_at_bit2(m, 4 * h + j), m4, c, 0xEA);  // (hb & 4) | c
+            s32[j] = _mm256_dpbusd_epi32(s32[j], c, bcast4(y[0]->qs + 16 * (8 * h + 2 * j + q) + 4 * k));
+            STRATA_KEEP(s32[j]);
+          }
+        }
+        STRATA_UNROLL for (int j = 0; j < 4; ++j) isum[0] = _mm256_dpwssd_epi32(isum[0], s32[j], sub_scale(8 * h + 2 * j + q));
+      }
+    } else
+#endif
     // Q3_K's halves unrolled, so its high-mask shift counts are constants (as a loop, GCC hoisted
     // the high-mask loads and spilled them; Matvec/Q3_K 18.5 -> 16.1 µs unrolled). Q2_K's prefill
     // ran faster as a loop (Matmul/Q2_K 8.6 -> 7.3 ms).
-    if constexpr (kX8Vnni && NT == 1) {
-      // done above
-    } else if constexpr (kQ3) {
+    if constexpr (kQ3) {
       half(0);
       half(1);
     } else {
@@ -536,7 +529,7 @@ void gemm_q23_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
     STRATA_UNROLL for (int t = 0; t < NT; ++t) {
       const int16_t* bs = y[t]->bsums;
       __m256i m32 = _mm256_setzero_si256();
-      STRATA_UNROLL for (int p = 0; p < 8; ++p) m32 = _mm256_add_epi32(m32, _mm256_madd_epi16(pairs[p], bcast_sums2(bs + 2 * p)));
+      STRATA_UNROLL for (int p = 0; p < 8; ++p) m32 = _mm256_add_epi32(m32, _mm256_madd_epi16(pairs[p], bcast4(bs + 2 * p)));
       const __m256 dy = _mm256_set1_ps(y[t]->d);
       if constexpr (kQ3) {
         const __m256i total = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(m32, 2));
@@ -876,7 +869,7 @@ void gemm_iq1_codes(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const
       const int16_t* bs = y[t]->bsums;
       __m256i off = _mm256_setzero_si256();
       STRATA_UNROLL for (int p = 0; p < 8; ++p)
-        off = _mm256_add_epi32(off, _mm256_madd_epi16(pairs[p], bcast_pair(bs[2 * p], bs[2 * p + 1])));
+        off = _mm256_add_epi32(off, _mm256_madd_epi16(pairs[p], bcast4(bs + 2 * p)));
       const __m256i total = _mm256_sub_epi32(isum[t], _mm256_add_epi32(_mm256_slli_epi32(off, 3), off));
       acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(y[t]->d)), _mm256_cvtepi32_ps(total), acc[t]);
     }
@@ -1010,7 +1003,7 @@ void gemm_q6_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8Bl
       const int16_t* bs = y[t]->bsums;
       __m256i off = _mm256_setzero_si256();
       for (int p = 0; p < 8; ++p)
-        off = _mm256_add_epi32(off, _mm256_madd_epi16(row_bytes_two<true>(B.sc[2 * p]), bcast_sums2(bs + 2 * p)));
+        off = _mm256_add_epi32(off, _mm256_madd_epi16(row_bytes_two<true>(B.sc[2 * p]), bcast4(bs + 2 * p)));
       const __m256i total = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(off, 5));
       acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(y[t]->d)), _mm256_cvtepi32_ps(total), acc[t]);
     }

@@ -169,18 +169,9 @@ inline __m256i nibbles16(const uint8_t* p8) {
   return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(_mm_and_si128(b, m), _mm_and_si128(_mm_srli_epi16(b, 4), m)));
 }
 inline __m256i load32(const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-// (lo, hi) as two 16-bit values in every 32-bit lane, for madd against per-row pairs.
-inline __m256i bcast_pair(int lo, int hi) {
-  return _mm256_set1_epi32(static_cast<int32_t>((static_cast<uint32_t>(lo) & 0xFFFFu) | (static_cast<uint32_t>(hi) << 16)));
-}
-// Two adjacent 16-bit sums as they lie in memory, bcast_pair(s[0], s[1]) as one broadcast load.
-inline __m256i bcast_sums2(const int16_t* s) {
-  int32_t v;
-  std::memcpy(&v, s, 4);
-  return _mm256_set1_epi32(v);
-}
-// Four activation bytes in every 32-bit lane (the 8-row packed kernels' operand).
-inline __m256i bcast4(const int8_t* p) {
+// Four bytes in every 32-bit lane, one broadcast load: four activation bytes (the 8-row packed
+// kernels' operand), or two adjacent 16-bit sums (madd against per-row pairs).
+inline __m256i bcast4(const void* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
   return _mm256_set1_epi32(v);
@@ -201,8 +192,8 @@ inline __m256i spread_word(__m256i v, int k) {
 }
 // A Q8_K block's 16 sums of 16 codes as the madd operands of its four 64-value quarters: 32-bit
 // lane p (0, 1) and 4 + p (2, 3) of bsum_pairs holds (bs[4p] + bs[4p+1], bs[4p+2] + bs[4p+3]) as
-// two 16-bit values, bcast_pair's operand (each sum is at most 2 * 16 * 128 in magnitude, so the
-// saturating pack keeps it whole). Four vector steps where bcast_pair takes scalar sums.
+// two 16-bit values (each sum is at most 2 * 16 * 128 in magnitude, so the saturating pack keeps
+// it whole). Four vector steps where scalar code would add each pair.
 inline __m256i bsum_pairs(const int16_t* bs) {
   const __m256i s = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bs)), _mm256_set1_epi16(1));
   return _mm256_packs_epi32(s, s);
