@@ -682,15 +682,15 @@ void gemm_iq2_levels(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
     // so the same bits as the 16-bit sums below, in about a quarter fewer operations.
     constexpr int kQs = iq2_scale_row<Packed>(1) == iq2_scale_row<Packed>(0) ? 2 : 1;  // 16-value sub-blocks per scale row
     if constexpr (NT == 1) {
-      // One token: each code and sign vector is loaded once for its four sub-blocks (j), and
-      // four groups' activation words come from one 16-byte load through in-lane shuffles
-      // (gemm_q45_k's one-token path); the 8 sub-blocks of a half run as 8 chains.
+      // One token: each code and sign vector is loaded once for its four sub-blocks (j); the 8
+      // sub-blocks of a half run as 8 chains. The activation words are broadcast from memory:
+      // the level lookups keep the shuffle ports busy, so gemm_q45_k's in-lane spreading of one
+      // 16-byte load would queue behind them (Matvec/IQ2_XXS, STRATA_REPACK_IQ=1 MV_COLS=1024,
+      // one thread from memory, three alternated rounds: 12.4, 12.6, 13.0 GB/s spread, 14.0,
+      // 14.5, 14.1 broadcast; IQ2_XS 13.0, 12.5, 13.7 against 13.5, 14.6, 14.2).
       STRATA_UNROLL for (int h = 0; h < 2; ++h) {
-        __m256i c[4][2], x16[4][2];
-        STRATA_UNROLL for (int j = 0; j < 4; ++j) STRATA_UNROLL for (int q = 0; q < 2; ++q) {
-          c[j][q] = _mm256_setzero_si256();
-          x16[j][q] = bcast16(y[0]->qs + 16 * (8 * h + 2 * j + q));
-        }
+        __m256i c[4][2];
+        STRATA_UNROLL for (int j = 0; j < 4; ++j) STRATA_UNROLL for (int q = 0; q < 2; ++q) c[j][q] = _mm256_setzero_si256();
         STRATA_UNROLL for (int g8 = 0; g8 < 8; ++g8) {
           const int q = g8 / 4, k = g8 % 4;
           __m256i v = load256(B.qs + (8 * h + g8) * 32), m = load256(B.hm + g8 * 32);
@@ -700,7 +700,7 @@ void gemm_iq2_levels(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
           STRATA_UNROLL for (int j = 0; j < 4; ++j) {
             const __m256i a = _mm256_shuffle_epi8(levels, _mm256_and_si256(j >= 2 ? v4 : v, j % 2 ? m0c : m03));
             const __mmask32 neg = _mm256_test_epi8_mask(m, _mm256_set1_epi8(static_cast<char>(1 << (4 * h + j))));
-            const __m256i x = spread_word(x16[j][q], k);
+            const __m256i x = bcast4(y[0]->qs + 16 * (8 * h + 2 * j + q) + 4 * k);
             c[j][q] = _mm256_dpbusd_epi32(c[j][q], a, _mm256_mask_sub_epi8(x, neg, _mm256_setzero_si256(), x));
             STRATA_KEEP(c[j][q]);
           }
