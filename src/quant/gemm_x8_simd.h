@@ -814,12 +814,21 @@ inline __m256i iq1_deltas(__m256i plus, int h, int j) {
                                              0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12);
   return _mm256_shuffle_epi8(plus, _mm256_add_epi8(row_byte0, _mm256_set1_epi8(static_cast<char>(2 * h + j / 2))));
 }
-inline __m256i iq1_codes(const BlockIQ1Codesx8& B, __m256i deltas, int h, int j, int g8) {
-  const int bit = 4 * (j % 2) + g8 / 2, sh = 3 - 2 * j;  // 16-bit shifts: each byte's bits come from its own
-  const __m256i v = load256(B.qs + (8 * h + g8) * 32);
-  const __m256i c = _mm256_and_si256(sh > 0 ? _mm256_slli_epi16(v, sh) : _mm256_srli_epi16(v, -sh), _mm256_set1_epi8(0x18));
+// The codes of v (vector g8 of a half) for sub-block pair j, with the delta bit of group 8h + bit
+// (bit = 4 (j % 2) + g8 / 2). 16-bit shifts: each byte's bits 3-4 and 1 come from its own bits.
+inline __m256i iq1_unsigned(__m256i v, __m256i deltas, int j, int bit) {
+  const int sh = 3 - 2 * j;
+  const __m256i shifted = sh > 0 ? _mm256_slli_epi16(v, sh) : _mm256_srli_epi16(v, -sh);
   const __m256i db = _mm256_and_si256(deltas, _mm256_set1_epi8(static_cast<char>(1 << bit)));
-  return _mm256_or_si256(c, bit == 0 ? _mm256_add_epi8(db, db) : bit == 1 ? db : _mm256_srli_epi16(db, bit - 1));
+  const __m256i d2 = bit == 0 ? _mm256_add_epi8(db, db) : bit == 1 ? db : _mm256_srli_epi16(db, bit - 1);
+#if STRATA_X8_VNNI
+  return _mm256_ternarylogic_epi32(shifted, _mm256_set1_epi8(0x18), d2, 0xEA);  // (shifted & 0x18) | d2
+#else
+  return _mm256_or_si256(_mm256_and_si256(shifted, _mm256_set1_epi8(0x18)), d2);
+#endif
+}
+inline __m256i iq1_codes(const BlockIQ1Codesx8& B, __m256i deltas, int h, int j, int g8) {
+  return iq1_unsigned(load256(B.qs + (8 * h + g8) * 32), deltas, j, 4 * (j % 2) + g8 / 2);
 }
 template <int NT>
 void gemm_iq1_codes(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {
@@ -829,12 +838,58 @@ void gemm_iq1_codes(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const
   STRATA_UNROLL for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int ib = 0; ib < n / 256; ++ib) {
     const BlockIQ1Codesx8& B = b[ib];
-    prefetch_ahead(b + ib);
+    if (NT > 1 || kPrefetchOneToken) prefetch_ahead(b + ib);
     const BlockQ8_K* y[NT];
     STRATA_UNROLL for (int t = 0; t < NT; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(xq + xs * t) + ib;
     __m256i isum[NT];
     STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
     const __m256i plus = load256(reinterpret_cast<const uint8_t*>(B.plus));
+#if STRATA_X8_VNNI
+    if constexpr (NT == 1) {
+      // One token (iq1_codes_pair_512's steps on one group): each sub-block's vpdpbusd chain
+      // starts from -9 times its 16-value activation sum, so it ends at the sum of (8g + delta) x,
+      // within 16 bits (16 * 9 * 128), and one vpdpwssd applies the sub-scale (low halves; the
+      // high halves' sign bits meet zeros). The delta's 0 or 2 goes in with the codes' and (one
+      // vpternlogd), each code vector is loaded once for its four sub-block pairs j, and the 8
+      // sub-blocks of a half run as 8 interleaved chains. The same integer total as below.
+      alignas(32) int32_t off[16];
+      const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[0]->bsums)), m9 = _mm256_set1_epi32(-9);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(off), _mm256_mullo_epi32(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(bs)), m9));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(off + 8), _mm256_mullo_epi32(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(bs, 1)), m9));
+      // The chains then start from broadcast loads: without this barrier GCC keeps the offsets in
+      // registers and broadcasts them with shuffles, on the ports the codes' shifts need.
+      __asm__ volatile("" ::: "memory");
+      __m256i iq[4][2];  // one vpdpwssd chain per sub-block pair and parity: its latency stays off the path
+      STRATA_UNROLL for (int j = 0; j < 4; ++j) iq[j][0] = iq[j][1] = _mm256_setzero_si256();
+      STRATA_UNROLL for (int h = 0; h < 2; ++h) {
+        __m256i v[8];
+        STRATA_UNROLL for (int g8 = 0; g8 < 8; ++g8) {
+          v[g8] = load256(B.qs + (8 * h + g8) * 32);
+          STRATA_KEEP(v[g8]);
+        }
+        __m256i deltas[4], scb[4], c[4][2];
+        STRATA_UNROLL for (int j = 0; j < 4; ++j) {
+          deltas[j] = iq1_deltas(plus, h, j);
+          scb[j] = scales_u8(B.sc[4 * h + j]);
+          STRATA_UNROLL for (int q = 0; q < 2; ++q) c[j][q] = bcast4(off + 8 * h + 2 * j + q);
+        }
+        STRATA_UNROLL for (int k = 0; k < 4; ++k) STRATA_UNROLL for (int q = 0; q < 2; ++q) STRATA_UNROLL for (int j = 0; j < 4; ++j) {
+          const int s = 8 * h + 2 * j + q, g8 = 4 * q + k;
+          c[j][q] = _mm256_dpbusd_epi32(c[j][q], iq1_unsigned(v[g8], deltas[j], j, 4 * (j % 2) + g8 / 2), bcast4(y[0]->qs + 16 * s + 4 * k));
+          STRATA_KEEP(c[j][q]);
+        }
+        STRATA_UNROLL for (int j = 0; j < 4; ++j) STRATA_UNROLL for (int q = 0; q < 2; ++q) {
+          iq[j][q] = _mm256_dpwssd_epi32(iq[j][q], c[j][q], q ? _mm256_srli_epi32(scb[j], 4) : _mm256_and_si256(scb[j], _mm256_set1_epi32(0x0F)));
+          STRATA_KEEP(iq[j][q]);
+        }
+      }
+      STRATA_UNROLL for (int j = 0; j < 4; ++j) iq[j][0] = _mm256_add_epi32(iq[j][0], iq[j][1]);
+      const __m256i total = _mm256_add_epi32(_mm256_add_epi32(iq[0][0], iq[1][0]), _mm256_add_epi32(iq[2][0], iq[3][0]));
+      const __m256 dw = _mm256_mul_ps(load_d8(B.d), _mm256_set1_ps(0.125f));
+      acc[0] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(y[0]->d)), _mm256_cvtepi32_ps(total), acc[0]);
+      continue;
+    }
+#endif
     STRATA_UNROLL for (int h = 0; h < 2; ++h) STRATA_UNROLL for (int j = 0; j < 4; ++j) {
       // Values 128h + 32j + 4 g8 + i (vector g8 of codes bits 2j): 8-value group 16h + 4j + g8 / 2,
       // whose delta is bit 4 (j % 2) + g8 / 2 of byte 2h + j / 2 of the row's plus word.
