@@ -1,6 +1,7 @@
 // End-to-end tests of the strata binary: outputs scripts rely on, and clear errors for bad input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -139,6 +140,20 @@ TEST(Cli, BenchJsonHasDocumentedFields) {
   }
   double want = j["model_bytes_per_token"].get<double>() * j["tg_tokens_per_s"].get<double>() / (j["bandwidth_gbps"].get<double>() * 1e9);
   EXPECT_NEAR(j["bandwidth_fraction"].get<double>(), want, 1e-9 + want * 1e-9);
+  // Both readings, and the fraction's bandwidth the better of them.
+  ASSERT_TRUE(j.contains("bandwidth_before_gbps") && j.contains("bandwidth_after_gbps"));
+  const double before = j["bandwidth_before_gbps"].get<double>(), after = j["bandwidth_after_gbps"].get<double>();
+  EXPECT_GT(before, 0);
+  EXPECT_GT(after, 0);
+  EXPECT_EQ(j["bandwidth_gbps"].get<double>(), std::max(before, after));
+}
+
+TEST(Cli, BenchTextReportsBothBandwidthReadings) {
+  auto r = run("bench -m " + test::model_path("stories260K") + " -p 4 -n 4 -r 1 -t 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("measured read bandwidth: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" before, "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" after); generation reads "), std::string::npos) << r.out;
 }
 
 // -d evaluates context tokens before the timed prompt and generation: the KV bytes a generated

@@ -15,6 +15,11 @@
 namespace strata::cli {
 
 namespace {
+// Readings further apart than this are taken as the memory changing speed during the run: on the
+// Zen 4 host of the README, readings within one state spread up to 1.2x (31-37 GB/s), while its
+// two states differ by 1.35x or more (31-37 against 50-64 GB/s).
+constexpr double kBandwidthMoved = 1.3;
+
 struct BenchOptions {
   model::Model::LoadOptions load;
   std::string model;
@@ -96,7 +101,11 @@ void run_bench(const BenchOptions& o) {
       tg.push_back(o.n_gen / std::chrono::duration<double>(clock::now() - t0).count());
     }
   }
-  const double bw = std::max(bw_before, measure_read_bandwidth(pool));
+  const double bw_after = measure_read_bandwidth(pool);
+  const double bw = std::max(bw_before, bw_after);
+  // Both readings are reported: where the machine's memory changes speed during the run (hosts
+  // whose readings jump between two levels), the kept reading may not be the one generation met.
+  const bool bw_moved = std::min(bw_before, bw_after) > 0 && bw / std::min(bw_before, bw_after) > kBandwidthMoved;
   double wbytes = weight_bytes_per_token(*m);
   // KV cells read per generated token, at the middle of the generation.
   double kv_bytes =
@@ -124,6 +133,8 @@ void run_bench(const BenchOptions& o) {
                         {"weight_bytes_per_token", wbytes},
                         {"kv_bytes_per_token", kv_bytes},
                         {"bandwidth_gbps", bw},
+                        {"bandwidth_before_gbps", bw_before},
+                        {"bandwidth_after_gbps", bw_after},
                         {"achieved_gbps", bytes_per_token * ts.median / 1e9},
                         {"bandwidth_fraction", frac},
                         {"repacked_bytes", m->packed_bytes()},
@@ -141,8 +152,12 @@ void run_bench(const BenchOptions& o) {
   if (!tg.empty()) std::printf("| tg%-4d | %17.2f | %8.2f | %8.2f |\n", o.n_gen, ts.median, ts.min, ts.max);
   std::printf("bytes per generated token: %s (weights %s, KV %s)\n", human_bytes(bytes_per_token).c_str(),
               human_bytes(wbytes).c_str(), human_bytes(kv_bytes).c_str());
-  std::printf("measured read bandwidth: %.1f GB/s; generation reads %.1f GB/s = %.0f%% of it\n", bw,
-              bytes_per_token * ts.median / 1e9, 100 * frac);
+  std::printf("measured read bandwidth: %.1f GB/s (%.1f before, %.1f after); generation reads %.1f GB/s = %.0f%% of it\n",
+              bw, bw_before, bw_after, bytes_per_token * ts.median / 1e9, 100 * frac);
+  if (bw_moved)
+    std::printf("the two bandwidth readings differ by more than %.0f%%: the machine's memory changed speed during the run, "
+                "so the fraction may not describe the kernels; run again\n",
+                100 * (kBandwidthMoved - 1));
   std::printf("weights repacked at load (8-row layout, held in memory): %s of %s in the file, in %.2f s",
               human_bytes(static_cast<double>(m->packed_bytes())).c_str(), human_bytes(static_cast<double>(m->weight_bytes())).c_str(),
               m->repack_seconds());
