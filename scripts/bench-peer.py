@@ -121,7 +121,10 @@ def strata_once(exe, model, a):
     common = ["-t", str(a.t), "-r", str(a.r), "-d", str(a.d), "--json"]
     pp = run_json([exe, "bench", "-m", model, "-p", str(a.p), "-n", "0"] + common)
     tg = run_json([exe, "bench", "-m", model, "-p", "0", "-n", str(a.n)] + common)
-    return pp["pp_tokens_per_s"], tg["tg_tokens_per_s"], tg["bandwidth_gbps"], tg["model_bytes_per_token"]
+    # The generation run's two bandwidth readings (before and after its repetitions; binaries
+    # older than the fields give the kept reading twice).
+    readings = (tg.get("bandwidth_before_gbps", tg["bandwidth_gbps"]), tg.get("bandwidth_after_gbps", tg["bandwidth_gbps"]))
+    return pp["pp_tokens_per_s"], tg["tg_tokens_per_s"], tg["bandwidth_gbps"], tg["model_bytes_per_token"], readings
 
 
 def measure(a, exe):
@@ -130,10 +133,15 @@ def measure(a, exe):
         for m in a.models:
             pp, tg = peer_once(exe, m, a)
             samples[m]["peer"].append({"pp": pp, "tg": tg})
-            pp2, tg2, bw, bpt = strata_once(a.strata, m, a)
-            samples[m]["strata"].append({"pp": pp2, "tg": tg2, "bandwidth_gbps": bw, "bytes_per_token": bpt})
+            pp2, tg2, bw, bpt, (before, after) = strata_once(a.strata, m, a)
+            samples[m]["strata"].append({"pp": pp2, "tg": tg2, "bandwidth_gbps": bw, "bytes_per_token": bpt,
+                                         "bandwidth_before_gbps": before, "bandwidth_after_gbps": after})
+            # Readings more than 30 % apart (as `strata bench` warns): the machine's memory changed
+            # speed during strata's generation run, so this round's ratio says little.
+            moved = min(before, after) > 0 and max(before, after) / min(before, after) > 1.3
             print(f"round {rnd + 1} {os.path.basename(m)}: peer pp {pp:.1f} tg {tg:.1f} | strata pp {pp2:.1f} "
-                  f"tg {tg2:.1f} (bandwidth {bw:.1f} GB/s)", file=sys.stderr, flush=True)
+                  f"tg {tg2:.1f} (bandwidth {bw:.1f} GB/s: {before:.1f} before, {after:.1f} after"
+                  f"{'; the memory changed speed during the run' if moved else ''})", file=sys.stderr, flush=True)
     return samples
 
 
