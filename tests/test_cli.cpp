@@ -146,6 +146,8 @@ TEST(Cli, BenchJsonHasDocumentedFields) {
   EXPECT_GT(before, 0);
   EXPECT_GT(after, 0);
   EXPECT_EQ(j["bandwidth_gbps"].get<double>(), std::max(before, after));
+  ASSERT_TRUE(j.contains("bandwidth_moved") && j["bandwidth_moved"].is_boolean());
+  EXPECT_EQ(j["bandwidth_moved"].get<bool>(), std::max(before, after) / std::min(before, after) > 1.3);
 }
 
 TEST(Cli, BenchTextReportsBothBandwidthReadings) {

@@ -135,6 +135,7 @@ void run_bench(const BenchOptions& o) {
                         {"bandwidth_gbps", bw},
                         {"bandwidth_before_gbps", bw_before},
                         {"bandwidth_after_gbps", bw_after},
+                        {"bandwidth_moved", bw_moved},
                         {"achieved_gbps", bytes_per_token * ts.median / 1e9},
                         {"bandwidth_fraction", frac},
                         {"repacked_bytes", m->packed_bytes()},
