@@ -716,6 +716,7 @@ template <int G, int NT> struct GIQ3_Sx16 {
   static constexpr auto f = k_groups_512<gemm_iq3_offset<IQ3_SOffset, NT>, nibble_values_pair_512<IQ3_SOffset, NT>, G, NT>;
 };
 template <int G, int NT> struct GIQ1x16 { static constexpr auto f = k_groups_512<gemm_iq1_codes<NT>, iq1_codes_pair_512<NT>, G, NT>; };
+template <int G, int NT> struct GIQ1_Sx16 { static constexpr auto f = k_groups_512<gemm_iq1_codes<NT, true>, iq1_codes_pair_512<NT>, G, NT>; };
 template <int G, int NT> struct GQ8_0x16 { static constexpr auto f = signed32_groups_512<Q8_0x16, Q8_0Plus128x8, G, NT>; };
 template <int G, int NT> struct GIQ4_NLx16 { static constexpr auto f = signed32_groups_512<IQ4_NLx16, IQ4_NLPlus128x8, G, NT>; };
 
@@ -905,7 +906,7 @@ void fill_avx512_gemm_x8(KernelTable& t) {
   t.gemm_groups[static_cast<int>(GgmlType::IQ2_S)] = GroupsDispatch<GIQ2x16, 2>::run;
   t.gemm_groups[static_cast<int>(GgmlType::IQ3_XXS)] = GroupsDispatch<GIQ3_XXSx16, 2>::run;
   t.gemm_groups[static_cast<int>(GgmlType::IQ3_S)] = GroupsDispatch<GIQ3_Sx16, 2>::run;
-  t.gemm_groups[static_cast<int>(GgmlType::IQ1_S)] = GroupsDispatch<GIQ1x16, 2>::run;
+  t.gemm_groups[static_cast<int>(GgmlType::IQ1_S)] = GroupsDispatch<GIQ1_Sx16, 2>::run;
   t.gemm_groups[static_cast<int>(GgmlType::IQ1_M)] = GroupsDispatch<GIQ1x16, 2>::run;
   for (GgmlType ty : {GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S, GgmlType::IQ3_XXS, GgmlType::IQ3_S,
                       GgmlType::IQ1_S, GgmlType::IQ1_M})

@@ -830,7 +830,9 @@ inline __m256i iq1_unsigned(__m256i v, __m256i deltas, int j, int bit) {
 inline __m256i iq1_codes(const BlockIQ1Codesx8& B, __m256i deltas, int h, int j, int g8) {
   return iq1_unsigned(load256(B.qs + (8 * h + g8) * 32), deltas, j, 4 * (j % 2) + g8 / 2);
 }
-template <int NT>
+// kDelta32: the rows are IQ1_S's, whose delta is shared by 32 values (a sub-block pair); the
+// one-token VNNI path then leaves it out of the codes (below).
+template <int NT, bool kDelta32 = false>
 void gemm_iq1_codes(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {
   const auto* b = reinterpret_cast<const BlockIQ1Codesx8*>(w);
   const __m256i m0f = _mm256_set1_epi16(0x0F);
@@ -845,6 +847,59 @@ void gemm_iq1_codes(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const
     STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
     const __m256i plus = load256(reinterpret_cast<const uint8_t*>(B.plus));
 #if STRATA_X8_VNNI
+    if constexpr (NT == 1 && kDelta32) {
+      // One token, IQ1_S: the codes g + 1 stay where they lie (bits 2j, 2j + 1: one and, no shift),
+      // so sub-block pair j's chains sum 4^j (g + 1) x; one shift per chain makes that 8 (g + 1) x
+      // exactly (4^j is a multiple of 8 from j = 2 on), and the pair's delta comes in with the
+      // offset: (delta - 8) times the 16-value activation sum, -7 or -9 times it by the pair's
+      // delta bit (a mask of the 8 rows). That leaves sum (8g + delta) x within 16 bits for the
+      // sub-scale's vpdpwssd: the integer total of the path below.
+      alignas(32) int32_t off9[16], off7[16];
+      const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[0]->bsums));
+      const __m256i bs0 = _mm256_cvtepi16_epi32(_mm256_castsi256_si128(bs)), bs1 = _mm256_cvtepi16_epi32(_mm256_extracti128_si256(bs, 1));
+      const __m256i m9 = _mm256_set1_epi32(-9), m7 = _mm256_set1_epi32(-7);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(off9), _mm256_mullo_epi32(bs0, m9));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(off9 + 8), _mm256_mullo_epi32(bs1, m9));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(off7), _mm256_mullo_epi32(bs0, m7));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(off7 + 8), _mm256_mullo_epi32(bs1, m7));
+      __asm__ volatile("" ::: "memory");  // the offsets as broadcast loads (as below)
+      __m256i iq[4][2];
+      STRATA_UNROLL for (int j = 0; j < 4; ++j) iq[j][0] = iq[j][1] = _mm256_setzero_si256();
+      STRATA_UNROLL for (int h = 0; h < 2; ++h) {
+        __m256i v[8];
+        STRATA_UNROLL for (int g8 = 0; g8 < 8; ++g8) {
+          v[g8] = load256(B.qs + (8 * h + g8) * 32);
+          STRATA_KEEP(v[g8]);
+        }
+        __m256i c[4][2];
+        STRATA_UNROLL for (int j = 0; j < 4; ++j) c[j][0] = c[j][1] = _mm256_setzero_si256();
+        STRATA_UNROLL for (int k = 0; k < 4; ++k) STRATA_UNROLL for (int q = 0; q < 2; ++q) STRATA_UNROLL for (int j = 0; j < 4; ++j) {
+          const int s = 8 * h + 2 * j + q, g8 = 4 * q + k;
+          const __m256i u = _mm256_and_si256(v[g8], _mm256_set1_epi8(static_cast<char>(3 << (2 * j))));
+          c[j][q] = _mm256_dpbusd_epi32(c[j][q], u, bcast4(y[0]->qs + 16 * s + 4 * k));
+          STRATA_KEEP(c[j][q]);
+        }
+        STRATA_UNROLL for (int j = 0; j < 4; ++j) {
+          // the pair's delta bit: bit 4j of byte 2h of each row's plus word
+          const __mmask8 plus_rows = _mm256_test_epi32_mask(plus, _mm256_set1_epi32(1 << (16 * h + 4 * j)));
+          // IQ1_S's two sub-blocks of a pair have one scale: the low nibble serves both
+          const __m256i sc = _mm256_and_si256(scales_u8(B.sc[4 * h + j]), _mm256_set1_epi32(0x0F));
+          STRATA_UNROLL for (int q = 0; q < 2; ++q) {
+            const int s = 8 * h + 2 * j + q;
+            const __m256i start = _mm256_mask_blend_epi32(plus_rows, bcast4(off9 + s), bcast4(off7 + s));
+            const __m256i x8 = j == 0 ? _mm256_slli_epi32(c[j][q], 3) : j == 1 ? _mm256_slli_epi32(c[j][q], 1)
+                                                                          : _mm256_srai_epi32(c[j][q], j == 2 ? 1 : 3);
+            iq[j][q] = _mm256_dpwssd_epi32(iq[j][q], _mm256_add_epi32(x8, start), sc);
+            STRATA_KEEP(iq[j][q]);
+          }
+        }
+      }
+      STRATA_UNROLL for (int j = 0; j < 4; ++j) iq[j][0] = _mm256_add_epi32(iq[j][0], iq[j][1]);
+      const __m256i total = _mm256_add_epi32(_mm256_add_epi32(iq[0][0], iq[1][0]), _mm256_add_epi32(iq[2][0], iq[3][0]));
+      const __m256 dw = _mm256_mul_ps(load_d8(B.d), _mm256_set1_ps(0.125f));
+      acc[0] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(y[0]->d)), _mm256_cvtepi32_ps(total), acc[0]);
+      continue;
+    }
     if constexpr (NT == 1) {
       // One token (iq1_codes_pair_512's steps on one group): each sub-block's vpdpbusd chain
       // starts from -9 times its 16-value activation sum, so it ends at the sum of (8g + delta) x,
