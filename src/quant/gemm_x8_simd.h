@@ -499,13 +499,21 @@ void gemm_q23_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
             STRATA_KEEP(m);
           }
           STRATA_UNROLL for (int j = 0; j < 4; ++j) {
-            __m256i c = _mm256_and_si256(j ? _mm256_srli_epi16(v, 2 * j) : v, m3);
-            if constexpr (kQ3) c = _mm256_ternarylogic_epi32(q3_high_at_bit2(m, 4 * h + j), m4, c, 0xEA);  // (hb & 4) | c
+            __m256i c;
+            if constexpr (kQ3) {
+              c = _mm256_and_si256(j ? _mm256_srli_epi16(v, 2 * j) : v, m3);
+              c = _mm256_ternarylogic_epi32(q3_high_at_bit2(m, 4 * h + j), m4, c, 0xEA);  // (hb & 4) | c
+            } else {
+              c = _mm256_and_si256(v, _mm256_set1_epi8(static_cast<char>(3 << (2 * j))));  // 4^j times the code
+            }
             s32[j] = _mm256_dpbusd_epi32(s32[j], c, bcast4(y[0]->qs + 16 * (8 * h + 2 * j + q) + 4 * k));
             STRATA_KEEP(s32[j]);
           }
         }
-        STRATA_UNROLL for (int j = 0; j < 4; ++j) isum[0] = _mm256_dpwssd_epi32(isum[0], s32[j], sub_scale(8 * h + 2 * j + q));
+        // Q2_K's codes stay in place (4^j q, at most 192): one shift per chain, exact as every
+        // product is a multiple of 4^j, where each code vector took one.
+        STRATA_UNROLL for (int j = 0; j < 4; ++j)
+          isum[0] = _mm256_dpwssd_epi32(isum[0], kQ3 || !j ? s32[j] : _mm256_srai_epi32(s32[j], 2 * j), sub_scale(8 * h + 2 * j + q));
       }
     } else
 #endif
@@ -560,19 +568,25 @@ void gemm_tq2_0(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
     STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
 #if STRATA_X8_VNNI
     // vpdpbusd sums each vector's products in 32 bits (no sub-scales), in four chains (one per
-    // code plane j) added at the end: the same integers as the 16-bit sums and madds below.
+    // code plane j) added at the end: the same integers as the 16-bit sums and madds below. The
+    // codes stay in place (4^j times the code, at most 192), so plane j's chain sums 4^j times
+    // its products, and one exact shift per chain and block replaces a shift per code vector.
     __m256i s32[4][NT];
     for (int h = 0; h < 2; ++h) {
-      STRATA_UNROLL for (int g8 = 0; g8 < 8; ++g8) STRATA_UNROLL for (int j = 0; j < 4; ++j) {
-        const __m256i c = q23_k_codes(B, h, j, g8);
-        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
-          s32[j][t] = _mm256_dpbusd_epi32(h || g8 ? s32[j][t] : _mm256_setzero_si256(), c, bcast4(y[t]->qs + 128 * h + 32 * j + 4 * g8));
-          STRATA_KEEP(s32[j][t]);
+      STRATA_UNROLL for (int g8 = 0; g8 < 8; ++g8) {
+        const __m256i v = load256(B.qs + (8 * h + g8) * 32);
+        STRATA_UNROLL for (int j = 0; j < 4; ++j) {
+          const __m256i c = _mm256_and_si256(v, _mm256_set1_epi8(static_cast<char>(3 << (2 * j))));
+          STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+            s32[j][t] = _mm256_dpbusd_epi32(h || g8 ? s32[j][t] : _mm256_setzero_si256(), c, bcast4(y[t]->qs + 128 * h + 32 * j + 4 * g8));
+            STRATA_KEEP(s32[j][t]);
+          }
         }
       }
     }
     STRATA_UNROLL for (int t = 0; t < NT; ++t)
-      isum[t] = _mm256_add_epi32(_mm256_add_epi32(s32[0][t], s32[1][t]), _mm256_add_epi32(s32[2][t], s32[3][t]));
+      isum[t] = _mm256_add_epi32(_mm256_add_epi32(s32[0][t], _mm256_srai_epi32(s32[1][t], 2)),
+                                 _mm256_add_epi32(_mm256_srai_epi32(s32[2][t], 4), _mm256_srai_epi32(s32[3][t], 6)));
 #else
     for (int h = 0; h < 2; ++h) {
       STRATA_UNROLL for (int j0 = 0; j0 < 4; j0 += 2) {  // values 128h + 32j.., j = j0, j0 + 1
