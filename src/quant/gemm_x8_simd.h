@@ -97,10 +97,17 @@ inline __m256i nibble_group(const uint8_t* qs, int g) {
   return g < 4 ? _mm256_and_si256(v, m4) : _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
 }
 
+// Groups 4..7 (the high nibbles) left in place: 16 times the code, for a chain of their own that
+// is shifted back once (unsigned32_groups' one-token path).
+inline __m256i nibble_group_in_place(const uint8_t* qs, int g) {
+  return _mm256_and_si256(load256(qs + 32 * (g % 4)), _mm256_set1_epi8(static_cast<char>(g < 4 ? 0x0F : 0xF0)));
+}
+
 struct Q4_0x8 {
   using Block = BlockQ4_0x8;
   static constexpr int kShift = 3, kPerSum = 8;  // offset 8; 8 * 2*15*127 = 30480 fits 16 bits
   static __m256i code(const Block& b, int g) { return nibble_group(b.qs, g); }
+  static __m256i code_in_place(const Block& b, int g) { return nibble_group_in_place(b.qs, g); }
 };
 // Bit s (0..7) of every byte moved to bit 4, the other bits cleared: a 16-bit shift suffices,
 // since bit 4 of either byte of a 16-bit lane comes from its own byte for shifts up to 4 left or
@@ -125,6 +132,7 @@ struct Q4_1x8 {
   using Block = BlockQ4_1x8;
   static constexpr int kPerSum = 8;
   static __m256i code(const Block& b, int g) { return nibble_group(b.qs, g); }
+  static __m256i code_in_place(const Block& b, int g) { return nibble_group_in_place(b.qs, g); }
 };
 struct Q5_1x8 {
   using Block = BlockQ5_1x8;
@@ -151,25 +159,32 @@ void unsigned32_groups(int n, const uint8_t* w, size_t gs, const uint8_t* xq, si
 #if STRATA_X8_VNNI
     // One group and one token would be a single chain of 8 vpdpbusd: the odd groups take a
     // second chain then (an exact integer sum). Its activation words come from two 16-byte
-    // loads, spread by in-lane shuffles (gemm_q45_k's one-token path).
+    // loads, spread by in-lane shuffles (gemm_q45_k's one-token path). Nibble formats split by
+    // nibble instead: the high ones stay in place (16 times the code), and their chain is
+    // shifted back once, exactly, where each of their code vectors took a shift.
     constexpr bool kSplit = G * NT == 1;
+    constexpr bool kInPlace = kSplit && requires(const typename F::Block& blk) { F::code_in_place(blk, 0); };
     __m256i odd[G][NT];
     [[maybe_unused]] __m256i x16[2];
     if constexpr (kSplit) x16[0] = bcast16(y[0]->qs), x16[1] = bcast16(y[0]->qs + 16);
     STRATA_UNROLL for (int j = 0; j < G; ++j) STRATA_UNROLL for (int t = 0; t < NT; ++t) s32[j][t] = odd[j][t] = _mm256_setzero_si256();
-    STRATA_UNROLL for (int g = 0; g < 8; ++g) {
+    STRATA_UNROLL for (int gi = 0; gi < 8; ++gi) {
+      const int g = kInPlace ? gi % 2 * 4 + gi / 2 : gi;  // in place: each byte's two nibbles in turn
       __m256i c[G];
-      STRATA_UNROLL for (int j = 0; j < G; ++j) c[j] = F::code(b[j][ib], g);
+      STRATA_UNROLL for (int j = 0; j < G; ++j) {
+        if constexpr (kInPlace) c[j] = F::code_in_place(b[j][ib], g);
+        else c[j] = F::code(b[j][ib], g);
+      }
       STRATA_UNROLL for (int t = 0; t < NT; ++t) {
         const __m256i x4 = kSplit ? spread_word(x16[g / 4], g % 4) : bcast4(y[t]->qs + 4 * g);
         STRATA_UNROLL for (int j = 0; j < G; ++j) {
-          __m256i& chain = kSplit && g % 2 ? odd[j][t] : s32[j][t];
+          __m256i& chain = kSplit && (kInPlace ? g >= 4 : g % 2) ? odd[j][t] : s32[j][t];
           chain = _mm256_dpbusd_epi32(chain, c[j], x4);
           STRATA_KEEP(chain);
         }
       }
     }
-    if constexpr (kSplit) s32[0][0] = _mm256_add_epi32(s32[0][0], odd[0][0]);
+    if constexpr (kSplit) s32[0][0] = _mm256_add_epi32(s32[0][0], kInPlace ? _mm256_srai_epi32(odd[0][0], 4) : odd[0][0]);
 #else
     STRATA_UNROLL for (int g0 = 0; g0 < 8; g0 += F::kPerSum) {
       __m256i s16[G][NT];
@@ -321,7 +336,14 @@ void gemm_q45_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
           const __m256i xl = bcast16(y[0]->qs + 64 * j + 4 * g0), xh = bcast16(y[0]->qs + 64 * j + 32 + 4 * g0);
           STRATA_UNROLL for (int g = g0; g < g0 + 4; ++g) {
             __m256i lo, hi;
-            q45_k_codes<Packed, true>(B, j, g, lo, hi);
+            if constexpr (kFive) {
+              q45_k_codes<Packed, true>(B, j, g, lo, hi);
+            } else {  // Q4_K's high nibbles stay in place: 16 times the code (their chain is shifted back below)
+              __m256i v = load256(B.qs + j * 256 + g * 32);
+              STRATA_KEEP(v);
+              lo = _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+              hi = _mm256_and_si256(v, _mm256_set1_epi8(static_cast<char>(0xF0)));
+            }
             s32[2 * j] = _mm256_dpbusd_epi32(s32[2 * j], lo, spread_word(xl, g - g0));
             s32[2 * j + 1] = _mm256_dpbusd_epi32(s32[2 * j + 1], hi, spread_word(xh, g - g0));
             STRATA_KEEP(s32[2 * j]);
@@ -331,7 +353,9 @@ void gemm_q45_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
       }
       STRATA_UNROLL for (int j = 0; j < 4; ++j) {
         const __m256i sl = scales_u8(B.sc[2 * j]), sh = scales_u8(B.sc[2 * j + 1]);
-        isum[0] = _mm256_add_epi32(isum[0], _mm256_add_epi32(_mm256_mullo_epi32(s32[2 * j], sl), _mm256_mullo_epi32(s32[2 * j + 1], sh)));
+        // exact: every product of Q4_K's high chain is a multiple of 16 (one shift per chain, not per code vector)
+        const __m256i high = kFive ? s32[2 * j + 1] : _mm256_srai_epi32(s32[2 * j + 1], 4);
+        isum[0] = _mm256_add_epi32(isum[0], _mm256_add_epi32(_mm256_mullo_epi32(s32[2 * j], sl), _mm256_mullo_epi32(high, sh)));
       }
     } else
 #endif
