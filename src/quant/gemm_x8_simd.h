@@ -122,6 +122,7 @@ inline __m256i five_bit_group(const Block& b, int g) {
 }
 struct Q5_0x8 {
   using Block = BlockQ5_0x8;
+  static constexpr bool kWordsFromMemory = true;
   static constexpr int kShift = 4, kPerSum = 4;  // offset 16; 4 * 2*31*127 = 31496 fits 16 bits
   static __m256i code(const Block& b, int g) { return five_bit_group(b, g); }
 };
@@ -136,9 +137,17 @@ struct Q4_1x8 {
 };
 struct Q5_1x8 {
   using Block = BlockQ5_1x8;
+  static constexpr bool kWordsFromMemory = true;
   static constexpr int kPerSum = 4;
   static __m256i code(const Block& b, int g) { return five_bit_group(b, g); }
 };
+
+// The five-bit formats' one-token path takes its activation words from memory (a load each),
+// not spread from two 16-byte loads by shuffles: their fifth bits' shifts already keep the
+// shift and shuffle ports busy (Matvec in L2, MV_KIB=256, three alternated rounds: Q5_0
+// 54.4, 54.0, 53.4 -> 57.2, 55.8, 56.7, Q5_1 49.7, 49.7, 50.0 -> 51.9, 52.0, 51.7 G values/s;
+// Q4_0 the other way, 78.1, 77.8, 76.2 -> 70.1, 70.1, 70.8).
+template <typename F> constexpr bool kWordsFromMemory = requires { F::kWordsFromMemory; };
 
 // G groups share each broadcast of activation bytes (gemm_x8.h, GemmGroupsFn).
 template <typename F, int G, int NT>
@@ -176,7 +185,7 @@ void unsigned32_groups(int n, const uint8_t* w, size_t gs, const uint8_t* xq, si
         else c[j] = F::code(b[j][ib], g);
       }
       STRATA_UNROLL for (int t = 0; t < NT; ++t) {
-        const __m256i x4 = kSplit ? spread_word(x16[g / 4], g % 4) : bcast4(y[t]->qs + 4 * g);
+        const __m256i x4 = kSplit && !kWordsFromMemory<F> ? spread_word(x16[g / 4], g % 4) : bcast4(y[t]->qs + 4 * g);
         STRATA_UNROLL for (int j = 0; j < G; ++j) {
           __m256i& chain = kSplit && (kInPlace ? g >= 4 : g % 2) ? odd[j][t] : s32[j][t];
           chain = _mm256_dpbusd_epi32(chain, c[j], x4);
