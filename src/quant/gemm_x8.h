@@ -247,5 +247,6 @@ void decode_one_group_per_call(KernelTable& t);
 void fill_scalar_gemm_x8(KernelTable& t);
 void fill_avx2_gemm_x8(KernelTable& t);    // gemm_x8_avx2.cpp
 void fill_avx512_gemm_x8(KernelTable& t);  // gemm_x8_avx512.cpp
+void fill_avx512_vbmi_gemm_x8(KernelTable& t);  // gemm_x8_avx512_vbmi.cpp (the bitalg table: VBMI too)
 
 }  // namespace strata

@@ -124,6 +124,7 @@ const KernelTable* avx512_bitalg_kernels() {
     if (!__builtin_cpu_supports("avx512bitalg") || !__builtin_cpu_supports("avx512vbmi")) return nullptr;
     static KernelTable k = *avx512_kernels();
     fill_avx512_bitalg_kernels(k);
+    fill_avx512_vbmi_gemm_x8(k);
     return &k;
   }();
   return t;
