@@ -12,6 +12,7 @@
 //    of 512: in cache), with each SIMD table's page kernels on the f16 cells in place or on rows
 //    decoded from them (same bits; ATT_THREADS sets the threads, default 1, ATT_TOKENS the
 //    tokens, default 1: more is a prompt's last chunk).
+//  - Argmax: greedy sampling's pick (Sampler::argmax) over a Qwen2-sized vocabulary, in cache.
 // Formats with an 8-row packed kernel are packed first, as the model loader does (the lattice
 // i-quants, whose packed layout is larger, only with STRATA_REPACK_IQ=1, as with `--repack-iq`);
 // set STRATA_REPACK=0 to measure the file-layout kernels of every format instead.
@@ -28,6 +29,7 @@
 
 #include "backend/huge_buffer.h"
 #include "backend/thread_pool.h"
+#include "engine/sampler.h"
 #include "isa_throughput.h"
 #include "kv/attention.h"
 #include "ops/ops.h"
@@ -313,6 +315,17 @@ void BM_Attention(benchmark::State& state, AttnShape sh, AttnKernels k) {
 }
 
 // One of isa_throughput.cpp's loops: items are operations (or sequences).
+void BM_Argmax(benchmark::State& state) {
+  constexpr int kVocab = 151936;
+  std::vector<float> logits(kVocab);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.f, 3.f);
+  for (float& x : logits) x = normal(rng);
+  for (auto _ : state) benchmark::DoNotOptimize(engine::Sampler::argmax(logits.data(), kVocab));
+  state.SetItemsProcessed(state.iterations() * kVocab);
+}
+BENCHMARK(BM_Argmax)->Name("Argmax")->Unit(benchmark::kMicrosecond);
+
 void BM_IsaChain(benchmark::State& state, void (*run)(long)) {
   constexpr long kSteps = 1024;
   for (auto _ : state) run(kSteps);

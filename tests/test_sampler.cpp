@@ -22,6 +22,46 @@ TEST(Sampler, GreedyTakesArgmaxLowestIdOnTies) {
   EXPECT_EQ(s.sample(l.data(), 6), 1);
 }
 
+// The one-pass loop argmax's vector passes must match: the first id that no logit exceeds.
+int32_t argmax_one_pass(const float* l, int n) {
+  int32_t best = 0;
+  for (int i = 1; i < n; ++i)
+    if (l[i] > l[best]) best = i;
+  return best;
+}
+
+TEST(Sampler, ArgmaxMatchesTheOnePassLoop) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.f, 4.f);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (int n : {1, 2, 15, 16, 17, 63, 64, 65, 127, 1000, 151936}) {
+    for (int trial = 0; trial < 13; ++trial) {
+      std::vector<float> l(n);
+      for (float& x : l) x = normal(rng);
+      std::uniform_int_distribution<int> at(0, n - 1);
+      switch (trial) {
+        case 1: l[n - 1] = 100.f; break;                   // the maximum in the tail
+        case 2: l[0] = 100.f; break;                       // at the first id
+        case 3: l[at(rng)] = 50.f, l[at(rng)] = 50.f; break;  // ties: the lower id
+        case 4: l[at(rng)] = nan, l[at(rng)] = nan; break;  // NaNs never win...
+        case 5: l[0] = nan; break;                          // ...except at id 0
+        case 6: std::fill(l.begin(), l.end(), -inf); break;
+        case 7: std::fill(l.begin(), l.end(), 0.f), l[at(rng)] = -0.f, l[at(rng)] = -0.f; break;  // +0 == -0
+        case 8: l[at(rng)] = inf; break;
+        case 9: std::fill(l.begin(), l.end(), nan), l[at(rng)] = 1.f; break;
+        case 10: for (float& x : l) x = std::round(x); break;  // many ties
+        case 11: l[n / 2] = 100.f, l[n - 1] = 100.f; break;
+        case 12:  // a NaN after the maximum, 16 ids on (the same vector lane)
+          l[n / 3] = 100.f;
+          if (n / 3 + 16 < n) l[n / 3 + 16] = nan;
+          break;
+        default: break;
+      }
+      EXPECT_EQ(Sampler::argmax(l.data(), n), argmax_one_pass(l.data(), n)) << "n " << n << " trial " << trial;
+    }
+  }
+}
+
 TEST(Sampler, SameSeedSameSequence) {
   SamplerParams p;
   p.temperature = 1.0f;

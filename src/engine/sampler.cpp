@@ -9,6 +9,10 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace strata::engine {
 
 Sampler::Sampler(const SamplerParams& p) : p_(p), rng_(p.seed) {}
@@ -25,11 +29,37 @@ void Sampler::accept(int32_t t) {
 
 double Sampler::uniform() { return static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0); }
 
+// The first id whose logit no other exceeds (a NaN at id 0 wins; other NaNs never do), as the
+// one-pass loop "if (l[i] > l[best]) best = i" gives it, in two passes that run on vectors: the
+// maximum (maxps keeps the accumulator for NaN lanes, as the loop's compare does), then the first
+// block of 64 holding it. strata_microbench --benchmark_filter=^Argmax (151936 logits, medians of
+// 5, three alternated rounds): 123, 119, 120 us in one pass (a compare, a branch and a reload of
+// l[best] per logit) -> 12.4, 12.2, 12.2 us; once per greedy token.
 int32_t Sampler::argmax(const float* l, int n) {
-  int32_t best = 0;
-  for (int i = 1; i < n; ++i)
-    if (l[i] > l[best]) best = i;
-  return best;
+  if (n <= 1 || std::isnan(l[0])) return 0;
+  float m = l[0];
+  int i = 1;
+#if defined(__SSE2__)
+  __m128 acc[4];
+  for (__m128& a : acc) a = _mm_set1_ps(m);
+  for (; i + 16 <= n; i += 16)
+    for (int k = 0; k < 4; ++k) acc[k] = _mm_max_ps(_mm_loadu_ps(l + i + 4 * k), acc[k]);
+  alignas(16) float lanes[16];
+  for (int k = 0; k < 4; ++k) _mm_store_ps(lanes + 4 * k, acc[k]);
+  for (float x : lanes) m = x > m ? x : m;
+#endif
+  for (; i < n; ++i) m = l[i] > m ? l[i] : m;
+  // m is one of the logits, not NaN; the first equal to it (+0 and -0 compare equal, as in the loop)
+  constexpr int kBlock = 64;
+  int b = 0;
+  for (; b + kBlock <= n; b += kBlock) {
+    int hit = 0;
+    for (int j = 0; j < kBlock; ++j) hit |= l[b + j] == m;
+    if (hit) break;
+  }
+  for (; b < n; ++b)
+    if (l[b] == m) return b;
+  return 0;
 }
 
 namespace {
