@@ -903,6 +903,16 @@ inline __m256i iq1_unsigned(__m256i v, __m256i deltas, int j, int bit) {
 inline __m256i iq1_codes(const BlockIQ1Codesx8& B, __m256i deltas, int h, int j, int g8) {
   return iq1_unsigned(load256(B.qs + (8 * h + g8) * 32), deltas, j, 4 * (j % 2) + g8 / 2);
 }
+#if STRATA_X8_VNNI
+// The one-token paths' end of a block: the eight sub-scaled chains' sum times d / 8 and the
+// activations' factor, into acc.
+inline __m256 iq1_accumulate(__m256i (&iq)[4][2], const BlockIQ1Codesx8& B, const BlockQ8_K& y, __m256 acc) {
+  STRATA_UNROLL for (int j = 0; j < 4; ++j) iq[j][0] = _mm256_add_epi32(iq[j][0], iq[j][1]);
+  const __m256i total = _mm256_add_epi32(_mm256_add_epi32(iq[0][0], iq[1][0]), _mm256_add_epi32(iq[2][0], iq[3][0]));
+  const __m256 dw = _mm256_mul_ps(load_d8(B.d), _mm256_set1_ps(0.125f));
+  return _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(y.d)), _mm256_cvtepi32_ps(total), acc);
+}
+#endif
 // kDelta32: the rows are IQ1_S's, whose delta is shared by 32 values (a sub-block pair); the
 // one-token VNNI path then leaves it out of the codes (below).
 template <int NT, bool kDelta32 = false>
@@ -967,10 +977,7 @@ void gemm_iq1_codes(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const
           }
         }
       }
-      STRATA_UNROLL for (int j = 0; j < 4; ++j) iq[j][0] = _mm256_add_epi32(iq[j][0], iq[j][1]);
-      const __m256i total = _mm256_add_epi32(_mm256_add_epi32(iq[0][0], iq[1][0]), _mm256_add_epi32(iq[2][0], iq[3][0]));
-      const __m256 dw = _mm256_mul_ps(load_d8(B.d), _mm256_set1_ps(0.125f));
-      acc[0] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(y[0]->d)), _mm256_cvtepi32_ps(total), acc[0]);
+      acc[0] = iq1_accumulate(iq, B, *y[0], acc[0]);
       continue;
     }
     if constexpr (NT == 1) {
@@ -1013,10 +1020,7 @@ void gemm_iq1_codes(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const
           STRATA_KEEP(iq[j][q]);
         }
       }
-      STRATA_UNROLL for (int j = 0; j < 4; ++j) iq[j][0] = _mm256_add_epi32(iq[j][0], iq[j][1]);
-      const __m256i total = _mm256_add_epi32(_mm256_add_epi32(iq[0][0], iq[1][0]), _mm256_add_epi32(iq[2][0], iq[3][0]));
-      const __m256 dw = _mm256_mul_ps(load_d8(B.d), _mm256_set1_ps(0.125f));
-      acc[0] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(y[0]->d)), _mm256_cvtepi32_ps(total), acc[0]);
+      acc[0] = iq1_accumulate(iq, B, *y[0], acc[0]);
       continue;
     }
 #endif
