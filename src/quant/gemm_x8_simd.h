@@ -904,6 +904,13 @@ inline __m256i iq1_codes(const BlockIQ1Codesx8& B, __m256i deltas, int h, int j,
   return iq1_unsigned(load256(B.qs + (8 * h + g8) * 32), deltas, j, 4 * (j % 2) + g8 / 2);
 }
 #if STRATA_X8_VNNI
+// k times the 16 sums of 16 activation codes of y, as int32 at out (32-byte aligned): the one-token
+// paths' chain offsets, which they then take as broadcast loads.
+inline void scaled_bsums(const BlockQ8_K& y, int32_t k, int32_t* out) {
+  const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.bsums)), kv = _mm256_set1_epi32(k);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(out), _mm256_mullo_epi32(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(bs)), kv));
+  _mm256_store_si256(reinterpret_cast<__m256i*>(out + 8), _mm256_mullo_epi32(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(bs, 1)), kv));
+}
 // The one-token paths' end of a block: the eight sub-scaled chains' sum times d / 8 and the
 // activations' factor, into acc.
 inline __m256 iq1_accumulate(__m256i (&iq)[4][2], const BlockIQ1Codesx8& B, const BlockQ8_K& y, __m256 acc) {
@@ -938,13 +945,8 @@ void gemm_iq1_codes(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const
       // delta bit (a mask of the 8 rows). That leaves sum (8g + delta) x within 16 bits for the
       // sub-scale's vpdpwssd: the integer total of the path below.
       alignas(32) int32_t off9[16], off7[16];
-      const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[0]->bsums));
-      const __m256i bs0 = _mm256_cvtepi16_epi32(_mm256_castsi256_si128(bs)), bs1 = _mm256_cvtepi16_epi32(_mm256_extracti128_si256(bs, 1));
-      const __m256i m9 = _mm256_set1_epi32(-9), m7 = _mm256_set1_epi32(-7);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(off9), _mm256_mullo_epi32(bs0, m9));
-      _mm256_store_si256(reinterpret_cast<__m256i*>(off9 + 8), _mm256_mullo_epi32(bs1, m9));
-      _mm256_store_si256(reinterpret_cast<__m256i*>(off7), _mm256_mullo_epi32(bs0, m7));
-      _mm256_store_si256(reinterpret_cast<__m256i*>(off7 + 8), _mm256_mullo_epi32(bs1, m7));
+      scaled_bsums(*y[0], -9, off9);
+      scaled_bsums(*y[0], -7, off7);
       __asm__ volatile("" ::: "memory");  // the offsets as broadcast loads (as below)
       __m256i iq[4][2];
       STRATA_UNROLL for (int j = 0; j < 4; ++j) iq[j][0] = iq[j][1] = _mm256_setzero_si256();
@@ -988,9 +990,7 @@ void gemm_iq1_codes(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const
       // vpternlogd), each code vector is loaded once for its four sub-block pairs j, and the 8
       // sub-blocks of a half run as 8 interleaved chains. The same integer total as below.
       alignas(32) int32_t off[16];
-      const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[0]->bsums)), m9 = _mm256_set1_epi32(-9);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(off), _mm256_mullo_epi32(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(bs)), m9));
-      _mm256_store_si256(reinterpret_cast<__m256i*>(off + 8), _mm256_mullo_epi32(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(bs, 1)), m9));
+      scaled_bsums(*y[0], -9, off);
       // The chains then start from broadcast loads: without this barrier GCC keeps the offsets in
       // registers and broadcasts them with shuffles, on the ports the codes' shifts need.
       __asm__ volatile("" ::: "memory");
