@@ -121,7 +121,8 @@ const KernelTable* avx512_bitalg_kernels() {
   static const KernelTable* t = []() -> const KernelTable* {
     if (!avx512_kernels()) return nullptr;
     __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx512bitalg") || !__builtin_cpu_supports("avx512vbmi")) return nullptr;
+    if (!__builtin_cpu_supports("avx512bitalg") || !__builtin_cpu_supports("avx512vbmi") || !__builtin_cpu_supports("gfni"))
+      return nullptr;
     static KernelTable k = *avx512_kernels();
     fill_avx512_bitalg_kernels(k);
     fill_avx512_vbmi_gemm_x8(k);
