@@ -49,6 +49,19 @@ constexpr bool kX8Vnni = STRATA_X8_VNNI;
 // same kernel, alternated).
 constexpr bool kPrefetchOneToken = !kX8Vnni;
 
+#if STRATA_X8_VNNI
+// acc + dpbusd(u, the 4 signed bytes at p in every lane), the broadcast folded into the dot step
+// (EVEX embedded broadcast, {1to8}): one instruction where the intrinsics give two, since GCC 12
+// folds no memory operand into vpdpbusd. On the Zen 4 host the one-token kernels' pace follows
+// their instruction count, so this alone gave (Matvec in L2, MV_KIB=256, three alternated rounds,
+// G values/s) Q6_K 61.0, 64.1, 63.1 -> 68.3, 68.3, 68.6; Q2_K 81.0, 80.5, 78.1 -> 89.0, 90.3,
+// 89.8; IQ3_XXS 69.8, 70.4, 69.9 -> 82.0, 85.1, 83.5; IQ4_XS 69.4, 70.3, 70.0 -> 81.7, 79.2,
+// 81.8 (more at each use).
+inline __m256i dpbusd_bcast4(__m256i acc, __m256i u, const void* p) {
+  __asm__("vpdpbusd %2%{1to8%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*static_cast<const int32_t*>(p)));
+  return acc;
+}
+#endif
 // A broadcast straight from memory (a load, no shuffle).
 inline __m256i bcast_i32(const int32_t* p) { return _mm256_castps_si256(_mm256_broadcast_ss(reinterpret_cast<const float*>(p))); }
 inline __m256 load_d8(const uint16_t* d) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d))); }
@@ -141,6 +154,7 @@ struct Q5_0x8 {
 // block's code sum is a second multiply-add.
 struct Q4_1x8 {
   using Block = BlockQ4_1x8;
+  static constexpr bool kWordsFromMemory = true;
   static constexpr int kPerSum = 8;
   static __m256i code(const Block& b, int g) { return nibble_group(b.qs, g); }
   static __m256i code_in_place(const Block& b, int g) { return nibble_group_in_place(b.qs, g); }
@@ -152,11 +166,12 @@ struct Q5_1x8 {
   static __m256i code(const Block& b, int g) { return five_bit_group(b, g); }
 };
 
-// The five-bit formats' one-token path takes its activation words from memory (a load each),
-// not spread from two 16-byte loads by shuffles: their fifth bits' shifts already keep the
-// shift and shuffle ports busy (Matvec in L2, MV_KIB=256, three alternated rounds: Q5_0
-// 54.4, 54.0, 53.4 -> 57.2, 55.8, 56.7, Q5_1 49.7, 49.7, 50.0 -> 51.9, 52.0, 51.7 G values/s;
-// Q4_0 the other way, 78.1, 77.8, 76.2 -> 70.1, 70.1, 70.8).
+// These formats' one-token path takes its activation words from memory, each broadcast folded
+// into its vpdpbusd (dpbusd_bcast4), not spread from two 16-byte loads by shuffles: the five-bit
+// formats' fifth bits already keep the shift and shuffle ports busy. Matvec in L2 (MV_KIB=256),
+// three alternated rounds, spread -> folded broadcasts: Q5_0 57.1, 57.1, 57.3 -> 61.5, 60.7,
+// 61.5, Q5_1 52.4, 52.7, 52.9 -> 56.0, 55.9, 56.1, Q4_1 74.0, 74.0, 74.9 -> 76.1, 75.0, 76.0
+// G values/s; Q4_0 the other way (78.1, 78.7, 77.7 -> 70.0, 71.5, 70.6).
 template <typename F> constexpr bool kWordsFromMemory = requires { F::kWordsFromMemory; };
 
 // G groups share each broadcast of activation bytes (gemm_x8.h, GemmGroupsFn).
@@ -178,14 +193,14 @@ void unsigned32_groups(int n, const uint8_t* w, size_t gs, const uint8_t* xq, si
 #if STRATA_X8_VNNI
     // One group and one token would be a single chain of 8 vpdpbusd: the odd groups take a
     // second chain then (an exact integer sum). Its activation words come from two 16-byte
-    // loads, spread by in-lane shuffles (gemm_q45_k's one-token path). Nibble formats split by
+    // loads, spread by in-lane shuffles, or from memory (kWordsFromMemory). Nibble formats split by
     // nibble instead: the high ones stay in place (16 times the code), and their chain is
     // shifted back once, exactly, where each of their code vectors took a shift.
     constexpr bool kSplit = G * NT == 1;
     constexpr bool kInPlace = kSplit && requires(const typename F::Block& blk) { F::code_in_place(blk, 0); };
     __m256i odd[G][NT];
     [[maybe_unused]] __m256i x16[2];
-    if constexpr (kSplit) x16[0] = bcast16(y[0]->qs), x16[1] = bcast16(y[0]->qs + 16);
+    if constexpr (kSplit && !kWordsFromMemory<F>) x16[0] = bcast16(y[0]->qs), x16[1] = bcast16(y[0]->qs + 16);
     STRATA_UNROLL for (int j = 0; j < G; ++j) STRATA_UNROLL for (int t = 0; t < NT; ++t) s32[j][t] = odd[j][t] = _mm256_setzero_si256();
     STRATA_UNROLL for (int gi = 0; gi < 8; ++gi) {
       const int g = kInPlace ? gi % 2 * 4 + gi / 2 : gi;  // in place: each byte's two nibbles in turn
@@ -194,12 +209,20 @@ void unsigned32_groups(int n, const uint8_t* w, size_t gs, const uint8_t* xq, si
         if constexpr (kInPlace) c[j] = F::code_in_place(b[j][ib], g);
         else c[j] = F::code(b[j][ib], g);
       }
-      STRATA_UNROLL for (int t = 0; t < NT; ++t) {
-        const __m256i x4 = kSplit && !kWordsFromMemory<F> ? spread_word(x16[g / 4], g % 4) : bcast4(y[t]->qs + 4 * g);
-        STRATA_UNROLL for (int j = 0; j < G; ++j) {
-          __m256i& chain = kSplit && (kInPlace ? g >= 4 : g % 2) ? odd[j][t] : s32[j][t];
-          chain = _mm256_dpbusd_epi32(chain, c[j], x4);
+      if constexpr (kSplit) {
+        __m256i& chain = (kInPlace ? g >= 4 : g % 2) ? odd[0][0] : s32[0][0];
+        if constexpr (kWordsFromMemory<F>) {
+          chain = dpbusd_bcast4(chain, c[0], y[0]->qs + 4 * g);
+        } else {
+          chain = _mm256_dpbusd_epi32(chain, c[0], spread_word(x16[g / 4], g % 4));
           STRATA_KEEP(chain);
+        }
+      } else
+      STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+        const __m256i x4 = bcast4(y[t]->qs + 4 * g);
+        STRATA_UNROLL for (int j = 0; j < G; ++j) {
+          s32[j][t] = _mm256_dpbusd_epi32(s32[j][t], c[j], x4);
+          STRATA_KEEP(s32[j][t]);
         }
       }
     }
@@ -342,17 +365,16 @@ void gemm_q45_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
     STRATA_UNROLL for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
 #if STRATA_X8_VNNI
     if constexpr (NT == 1) {
-      // One token (decode). Loads, not multiplies, held this kernel back: a broadcast load per
-      // vpdpbusd, and each code vector loaded twice (once per nibble). Here four groups'
-      // activation words come in one 16-byte load and are spread by in-lane shuffles, and each
-      // code load serves both nibbles (in L1, 114 -> 96 cycles per 8 x 256 block in a scratch
-      // loop). The code bytes are read in memory order (sub-block pair outer), as they arrive
-      // when streamed. The integer sums are the same.
+      // One token (decode). Each code load serves both nibbles, and each activation word's
+      // broadcast is folded into its vpdpbusd (dpbusd_bcast4): on this core the count of
+      // instructions sets the pace (spreading four words from one 16-byte load by shuffles gave
+      // Matvec/Q4_K in L2 77.0, 76.8, 78.7 G values/s, folded broadcasts 88.1, 89.3, 89.1;
+      // Q5_K 53.9, 55.1, 55.2 -> 63.3, 64.8, 64.3). The code bytes are read in memory order
+      // (sub-block pair outer), as they arrive when streamed. The integer sums are the same.
       __m256i s32[8];
       STRATA_UNROLL for (int j = 0; j < 4; ++j) {
         s32[2 * j] = s32[2 * j + 1] = _mm256_setzero_si256();
         STRATA_UNROLL for (int g0 = 0; g0 < 8; g0 += 4) {
-          const __m256i xl = bcast16(y[0]->qs + 64 * j + 4 * g0), xh = bcast16(y[0]->qs + 64 * j + 32 + 4 * g0);
           STRATA_UNROLL for (int g = g0; g < g0 + 4; ++g) {
             __m256i lo, hi;
             if constexpr (kFive) {
@@ -363,10 +385,8 @@ void gemm_q45_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
               lo = _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
               hi = _mm256_and_si256(v, _mm256_set1_epi8(static_cast<char>(0xF0)));
             }
-            s32[2 * j] = _mm256_dpbusd_epi32(s32[2 * j], lo, spread_word(xl, g - g0));
-            s32[2 * j + 1] = _mm256_dpbusd_epi32(s32[2 * j + 1], hi, spread_word(xh, g - g0));
-            STRATA_KEEP(s32[2 * j]);
-            STRATA_KEEP(s32[2 * j + 1]);
+            s32[2 * j] = dpbusd_bcast4(s32[2 * j], lo, y[0]->qs + 64 * j + 4 * g);
+            s32[2 * j + 1] = dpbusd_bcast4(s32[2 * j + 1], hi, y[0]->qs + 64 * j + 32 + 4 * g);
           }
         }
       }
@@ -388,10 +408,8 @@ void gemm_q45_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
         __m256i lo, hi;
         q45_k_codes(B, j, g, lo, hi);
         STRATA_UNROLL for (int t = 0; t < NT; ++t) {
-          lo32[t] = _mm256_dpbusd_epi32(lo32[t], lo, bcast4(y[t]->qs + 64 * j + 4 * g));
-          hi32[t] = _mm256_dpbusd_epi32(hi32[t], hi, bcast4(y[t]->qs + 64 * j + 32 + 4 * g));
-          STRATA_KEEP(lo32[t]);
-          STRATA_KEEP(hi32[t]);
+          lo32[t] = dpbusd_bcast4(lo32[t], lo, y[t]->qs + 64 * j + 4 * g);
+          hi32[t] = dpbusd_bcast4(hi32[t], hi, y[t]->qs + 64 * j + 32 + 4 * g);
         }
       }
       const __m256i sl = scales_u8(B.sc[2 * j]), sh = scales_u8(B.sc[2 * j + 1]);
@@ -493,8 +511,7 @@ void gemm_q23_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
           STRATA_UNROLL for (int k = 0; k < 4; ++k) {
             const __m256i c = q23_k_codes(B, h, j, 4 * q + k);
             STRATA_UNROLL for (int t = 0; t < NT; ++t) {
-              s32[t] = _mm256_dpbusd_epi32(k ? s32[t] : _mm256_setzero_si256(), c, bcast4(y[t]->qs + 16 * s + 4 * k));
-              STRATA_KEEP(s32[t]);
+              s32[t] = dpbusd_bcast4(k ? s32[t] : _mm256_setzero_si256(), c, y[t]->qs + 16 * s + 4 * k);
             }
           }
           const __m256i sc = sub_scale(s);
@@ -549,8 +566,7 @@ void gemm_q23_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
             } else {
               c = _mm256_and_si256(v, _mm256_set1_epi8(static_cast<char>(3 << (2 * j))));  // 4^j times the code
             }
-            s32[j] = _mm256_dpbusd_epi32(s32[j], c, bcast4(y[0]->qs + 16 * (8 * h + 2 * j + q) + 4 * k));
-            STRATA_KEEP(s32[j]);
+            s32[j] = dpbusd_bcast4(s32[j], c, y[0]->qs + 16 * (8 * h + 2 * j + q) + 4 * k);
           }
         }
         // Q2_K's codes stay in place (4^j q, at most 192): one shift per chain, exact as every
@@ -621,8 +637,7 @@ void gemm_tq2_0(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
         STRATA_UNROLL for (int j = 0; j < 4; ++j) {
           const __m256i c = _mm256_and_si256(v, _mm256_set1_epi8(static_cast<char>(3 << (2 * j))));
           STRATA_UNROLL for (int t = 0; t < NT; ++t) {
-            s32[j][t] = _mm256_dpbusd_epi32(h || g8 ? s32[j][t] : _mm256_setzero_si256(), c, bcast4(y[t]->qs + 128 * h + 32 * j + 4 * g8));
-            STRATA_KEEP(s32[j][t]);
+            s32[j][t] = dpbusd_bcast4(h || g8 ? s32[j][t] : _mm256_setzero_si256(), c, y[t]->qs + 128 * h + 32 * j + 4 * g8);
           }
         }
       }
@@ -966,8 +981,7 @@ void gemm_iq1_codes(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const
         STRATA_UNROLL for (int k = 0; k < 4; ++k) STRATA_UNROLL for (int q = 0; q < 2; ++q) STRATA_UNROLL for (int j = 0; j < 4; ++j) {
           const int s = 8 * h + 2 * j + q, g8 = 4 * q + k;
           const __m256i u = _mm256_and_si256(v[g8], _mm256_set1_epi8(static_cast<char>(3 << (2 * j))));
-          c[j][q] = _mm256_dpbusd_epi32(c[j][q], u, bcast4(y[0]->qs + 16 * s + 4 * k));
-          STRATA_KEEP(c[j][q]);
+          c[j][q] = dpbusd_bcast4(c[j][q], u, y[0]->qs + 16 * s + 4 * k);
         }
         STRATA_UNROLL for (int j = 0; j < 4; ++j) {
           // the pair's delta bit: bit 4j of byte 2h of each row's plus word
@@ -1017,8 +1031,7 @@ void gemm_iq1_codes(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const
         }
         STRATA_UNROLL for (int k = 0; k < 4; ++k) STRATA_UNROLL for (int q = 0; q < 2; ++q) STRATA_UNROLL for (int j = 0; j < 4; ++j) {
           const int s = 8 * h + 2 * j + q, g8 = 4 * q + k;
-          c[j][q] = _mm256_dpbusd_epi32(c[j][q], iq1_unsigned(v[g8], deltas[j], j, 4 * (j % 2) + g8 / 2), bcast4(y[0]->qs + 16 * s + 4 * k));
-          STRATA_KEEP(c[j][q]);
+          c[j][q] = dpbusd_bcast4(c[j][q], iq1_unsigned(v[g8], deltas[j], j, 4 * (j % 2) + g8 / 2), y[0]->qs + 16 * s + 4 * k);
         }
         STRATA_UNROLL for (int j = 0; j < 4; ++j) STRATA_UNROLL for (int q = 0; q < 2; ++q) {
           iq[j][q] = _mm256_dpwssd_epi32(iq[j][q], c[j][q], q ? _mm256_srli_epi32(scb[j], 4) : _mm256_and_si256(scb[j], _mm256_set1_epi32(0x0F)));
@@ -1156,8 +1169,7 @@ void gemm_q6_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8Bl
           c[3] = _mm256_ternarylogic_epi32(_mm256_srli_epi16(p2, 2), _mm256_set1_epi8(0x30), top01, 0xEA);
 #endif
           STRATA_UNROLL for (int m = 0; m < 4; ++m) {
-            s32[m] = _mm256_dpbusd_epi32(s32[m], c[m], bcast4(y[0]->qs + 4 * (h + 16 * m)));
-            STRATA_KEEP(s32[m]);
+            s32[m] = dpbusd_bcast4(s32[m], c[m], y[0]->qs + 4 * (h + 16 * m));
           }
         }
         STRATA_UNROLL for (int m = 0; m < 4; ++m) isum[0] = _mm256_add_epi32(isum[0], _mm256_mullo_epi32(s32[m], scales_i8(B.sc[q + 4 * m])));
@@ -1172,8 +1184,7 @@ void gemm_q6_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8Bl
           const __m256i c = q6_k_codes(B, h, m);
           const int G = h + 16 * m;
           STRATA_UNROLL for (int t = 0; t < NT; ++t) {
-            s32[t] = _mm256_dpbusd_epi32(s32[t], c, bcast4(y[t]->qs + 4 * G));
-            STRATA_KEEP(s32[t]);
+            s32[t] = dpbusd_bcast4(s32[t], c, y[t]->qs + 4 * G);
           }
         }
         const __m256i sc = scales_i8(B.sc[q + 4 * m]);
@@ -1272,23 +1283,20 @@ void gemm_nibble_values(int n, const uint8_t* w, const uint8_t* xq, size_t xs, c
     if constexpr (NT == 1) {
       // One token: the levels plus 128 (the signed levels xor 0x80) as unsigned codes, where
       // the form below takes each level's magnitude and signs the activations (four operations
-      // fewer per 32 codes); each code vector loaded once, four groups' activation words from one
-      // 16-byte load spread by in-lane shuffles. The offset comes off after the block: 128 times
+      // fewer per 32 codes); each code vector loaded once, each activation word's broadcast
+      // folded into its vpdpbusd (dpbusd_bcast4). The offset comes off after the block: 128 times
       // the sub-scaled 32-value activation sums (paired as gemm_q45_k's mins take them). The same
       // integer total.
       const __m256i ulevels = _mm256_xor_si256(levels, _mm256_set1_epi8(static_cast<char>(0x80)));
       for (int sub = 0; sub < 8; ++sub) {
-        const __m256i xl = bcast16(y[0]->qs + 32 * sub), xh = bcast16(y[0]->qs + 32 * sub + 16);
         __m256i lo = _mm256_setzero_si256(), hi = lo;
         STRATA_UNROLL for (int g = 0; g < 4; ++g) {
           __m256i v = load256(B.qs + sub * 128 + g * 32);
           STRATA_KEEP(v);
           const __m256i u0 = nibble_lookup(ulevels, v);                         // values 4g..
           const __m256i u1 = nibble_lookup(ulevels, _mm256_srli_epi16(v, 4));  // 16+4g..
-          lo = _mm256_dpbusd_epi32(lo, u0, spread_word(xl, g));
-          hi = _mm256_dpbusd_epi32(hi, u1, spread_word(xh, g));
-          STRATA_KEEP(lo);
-          STRATA_KEEP(hi);
+          lo = dpbusd_bcast4(lo, u0, y[0]->qs + 32 * sub + 4 * g);
+          hi = dpbusd_bcast4(hi, u1, y[0]->qs + 32 * sub + 16 + 4 * g);
         }
         isum[0] = _mm256_add_epi32(isum[0], _mm256_mullo_epi32(_mm256_add_epi32(lo, hi), scales_i8(B.sc[sub])));
       }
@@ -1390,13 +1398,11 @@ void gemm_iq3_offset(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
 #if STRATA_X8_VNNI
     // vpdpbusd sums a sub-block's products in 32 bits (two chains, the low and the high nibbles),
     // then one vpmulld by the sub-scale: the integer of the 16-bit sums and madds below. With one
-    // token, each code vector is loaded once for both nibbles and the activation words come from
-    // two 16-byte loads per sub-block through in-lane shuffles (gemm_q45_k's one-token path).
+    // token, each code vector is loaded once for both nibbles. Activation broadcasts are folded
+    // into the vpdpbusd (dpbusd_bcast4).
     for (int sub = 0; sub < 8; ++sub) {
       const __m256i sc = scales_i8(B.sc[sub]);
       __m256i lo[NT], hi[NT];
-      [[maybe_unused]] __m256i xl, xh;
-      if constexpr (NT == 1) xl = bcast16(y[0]->qs + 32 * sub), xh = bcast16(y[0]->qs + 32 * sub + 16);
       STRATA_UNROLL for (int g = 0; g < 4; ++g) {
         __m256i v = load256(B.qs + sub * 128 + g * 32);
         if constexpr (NT == 1) STRATA_KEEP(v);
@@ -1404,12 +1410,8 @@ void gemm_iq3_offset(int n, const uint8_t* w, const uint8_t* xq, size_t xs, cons
         const __m256i u1 = nibble_lookup(codes, _mm256_srli_epi16(v, 4));  // 16+4g..
         STRATA_UNROLL for (int t = 0; t < NT; ++t) {
           const int8_t* x = y[t]->qs + 32 * sub + 4 * g;
-          const __m256i x0 = NT == 1 ? spread_word(xl, g) : bcast4(x);
-          const __m256i x1 = NT == 1 ? spread_word(xh, g) : bcast4(x + 16);
-          lo[t] = _mm256_dpbusd_epi32(g ? lo[t] : _mm256_setzero_si256(), u0, x0);
-          hi[t] = _mm256_dpbusd_epi32(g ? hi[t] : _mm256_setzero_si256(), u1, x1);
-          STRATA_KEEP(lo[t]);
-          STRATA_KEEP(hi[t]);
+          lo[t] = dpbusd_bcast4(g ? lo[t] : _mm256_setzero_si256(), u0, x);
+          hi[t] = dpbusd_bcast4(g ? hi[t] : _mm256_setzero_si256(), u1, x + 16);
         }
       }
       STRATA_UNROLL for (int t = 0; t < NT; ++t) {
