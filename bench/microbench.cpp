@@ -3,6 +3,12 @@
 //  - Matvec/<format>: y = W x over a 64 MiB matrix on one thread (memory-bound decode step;
 //    MV_KIB=256 for a matrix in cache, the kernel's own speed; MV_COLS sets the row width,
 //    MV_TOKENS the activation rows, MV_THREADS the threads).
+//  - MatvecSets/<format>: the same over packed copies of a 1 MiB matrix (MV_SET_KIB), 256 MiB in
+//    all, taken in turn: each call streams a small matrix from memory, as decode does (the 64 MiB
+//    matrix above partly stays in the L3 cache between calls).
+//  - ReadBandwidth: strata bench's read-bandwidth measurement (GBps counter); run it beside
+//    MatvecSets in one process with --benchmark_enable_random_interleaving=true, since the
+//    memory's speed can change from one run to the next.
 //  - Matmul/<format>: 128 activation rows through a 896 x 4864 matrix (compute-bound prefill).
 //  - TokenBands/<format>: the AVX-512 prefill kernel of the decoded formats alone, in cache.
 //  - AmxDecoded/<format>: the same formats' AMX prefill kernel alone (AMX hosts), in cache.
@@ -27,6 +33,7 @@
 #include <random>
 #include <vector>
 
+#include "backend/bandwidth.h"
 #include "backend/huge_buffer.h"
 #include "backend/thread_pool.h"
 #include "engine/sampler.h"
@@ -107,11 +114,16 @@ HugeBuffer pack(ops::Matrix& m) {
   return p;
 }
 
+// kSmall (MatvecSets): many packed copies of a small matrix (MV_SET_KIB, default 1 MiB, a 0.6B
+// model's projection) taken in turn, 256 MiB in all, so each call streams its matrix from memory
+// as a model's decode does, one projection after another.
+template <bool kSmall>
 void BM_Matvec(benchmark::State& state, GgmlType t) {
   // MV_COLS: the row width (default 4096); a 0.6B model's projections have 1024.
   const int64_t cols = std::getenv("MV_COLS") ? atoll(std::getenv("MV_COLS")) : 4096;
   // MV_KIB: the matrix size in KiB (default 64 MiB); a cache-sized matrix shows the kernel's own speed.
-  const int64_t bytes = (std::getenv("MV_KIB") ? atoll(std::getenv("MV_KIB")) : 65536ll) << 10;
+  const char* kib = std::getenv(kSmall ? "MV_SET_KIB" : "MV_KIB");
+  const int64_t bytes = (kib ? atoll(kib) : kSmall ? 1024ll : 65536ll) << 10;
   const int64_t rows = std::max<int64_t>(64, bytes / static_cast<int64_t>(row_bytes(t, cols)));
   // 256 quantized rows repeated: the lattice formats' grid-search quantizer would take minutes
   // to fill 64 MiB, and the kernels' time does not depend on which rows repeat.
@@ -121,18 +133,33 @@ void BM_Matvec(benchmark::State& state, GgmlType t) {
   w.resize(row_bytes(t, cols) * static_cast<size_t>(rows));
   for (size_t off = block; off < w.size(); off += block) std::copy_n(w.begin(), std::min(block, w.size() - off), w.begin() + off);
   ops::Matrix m{t, rows, cols, w.data(), row_bytes(t, cols)};
-  auto packed = pack(m);
+  const int64_t sets = kSmall ? std::max<int64_t>(1, (256ll << 20) / static_cast<int64_t>(w.size())) : 1;
+  std::vector<ops::Matrix> ms(static_cast<size_t>(sets), m);
+  std::vector<HugeBuffer> packed;
+  for (auto& mi : ms) packed.push_back(pack(mi));
   // MV_TOKENS: activation rows per call (default 1; 2-4 as when several sessions decode together).
   const int ntok = std::getenv("MV_TOKENS") ? std::clamp(atoi(std::getenv("MV_TOKENS")), 1, 64) : 1;
   std::vector<float> x(static_cast<size_t>(cols) * ntok, 0.5f), y(static_cast<size_t>(rows) * ntok);
   // MV_THREADS: worker threads (default 1), to see how a matrix shares the memory bus.
   ThreadPool pool(std::getenv("MV_THREADS") ? std::max(1, atoi(std::getenv("MV_THREADS"))) : 1);
+  size_t next = 0;
   for (auto _ : state) {
-    ops::matmul(m, x.data(), ntok, y.data(), pool);
+    ops::matmul(ms[next], x.data(), ntok, y.data(), pool);
+    next = (next + 1) % ms.size();
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.size()));
   state.SetItemsProcessed(state.iterations() * rows * cols * ntok);
+}
+
+// The read bandwidth as strata bench measures it (512 MiB streamed, best of 5), with MV_THREADS
+// threads: beside MatvecSets in one run (--benchmark_enable_random_interleaving), the fraction
+// of the memory's speed a kernel reaches. Bytes are the GB/s reading times the iteration time.
+void BM_ReadBandwidth(benchmark::State& state) {
+  ThreadPool pool(std::getenv("MV_THREADS") ? std::max(1, atoi(std::getenv("MV_THREADS"))) : 1);
+  double gbps = 0;
+  for (auto _ : state) gbps = measure_read_bandwidth(pool);
+  state.counters["GBps"] = gbps;
 }
 
 // Load time: 64 rows of 1024 values (a 0.6B model's row width) packed 8 at a time, as the model
@@ -325,6 +352,7 @@ void BM_Argmax(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * kVocab);
 }
 BENCHMARK(BM_Argmax)->Name("Argmax")->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ReadBandwidth)->Name("ReadBandwidth")->Unit(benchmark::kMillisecond)->Iterations(1);
 
 void BM_IsaChain(benchmark::State& state, void (*run)(long)) {
   constexpr long kSteps = 1024;
@@ -363,7 +391,8 @@ const bool kRegistered = [] {
             ->Unit(benchmark::kMicrosecond);
   for (GgmlType t : kFormats) {
     benchmark::RegisterBenchmark(("Dot/" + type_name(t)).c_str(), BM_Dot, t);
-    benchmark::RegisterBenchmark(("Matvec/" + type_name(t)).c_str(), BM_Matvec, t)->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("Matvec/" + type_name(t)).c_str(), BM_Matvec<false>, t)->Unit(benchmark::kMillisecond);
+    if (packable(t)) benchmark::RegisterBenchmark(("MatvecSets/" + type_name(t)).c_str(), BM_Matvec<true>, t)->Unit(benchmark::kMillisecond);
     if (type_info(t).block_size == 32 || type_info(t).block_size == 256 || t == GgmlType::F16)
       benchmark::RegisterBenchmark(("Matmul/" + type_name(t)).c_str(), BM_Matmul, t)->Unit(benchmark::kMillisecond);
     const int ti = static_cast<int>(t);
