@@ -54,7 +54,7 @@ constexpr bool kPrefetchOneToken = !kX8Vnni;
 // (EVEX embedded broadcast, {1to8}): one instruction where the intrinsics give two, since GCC 12
 // folds no memory operand into vpdpbusd. On the Zen 4 host the one-token kernels' pace follows
 // their instruction count, so this alone gave (Matvec in L2, MV_KIB=256, three alternated rounds,
-// G values/s) Q6_K 61.0, 64.1, 63.1 -> 68.3, 68.3, 68.6; Q2_K 81.0, 80.5, 78.1 -> 89.0, 90.3,
+// G values/s) Q6_K 60.8, 64.5, 64.1 -> 68.3, 68.3, 68.6; Q2_K 81.0, 80.5, 78.1 -> 89.0, 90.3,
 // 89.8; IQ3_XXS 69.8, 70.4, 69.9 -> 82.0, 85.1, 83.5; IQ4_XS 69.4, 70.3, 70.0 -> 81.7, 79.2,
 // 81.8 (more at each use).
 inline __m256i dpbusd_bcast4(__m256i acc, __m256i u, const void* p) {
@@ -171,7 +171,7 @@ struct Q5_1x8 {
 // formats' fifth bits already keep the shift and shuffle ports busy. Matvec in L2 (MV_KIB=256),
 // three alternated rounds, spread -> folded broadcasts: Q5_0 57.1, 57.1, 57.3 -> 61.5, 60.7,
 // 61.5, Q5_1 52.4, 52.7, 52.9 -> 56.0, 55.9, 56.1, Q4_1 74.0, 74.0, 74.9 -> 76.1, 75.0, 76.0
-// G values/s; Q4_0 the other way (78.1, 78.7, 77.7 -> 70.0, 71.5, 70.6).
+// G values/s; Q4_0 the other way (76.2, 78.7, 77.7 -> 70.0, 71.5, 70.6).
 template <typename F> constexpr bool kWordsFromMemory = requires { F::kWordsFromMemory; };
 
 // G groups share each broadcast of activation bytes (gemm_x8.h, GemmGroupsFn).
@@ -368,7 +368,7 @@ void gemm_q45_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
       // One token (decode). Each code load serves both nibbles, and each activation word's
       // broadcast is folded into its vpdpbusd (dpbusd_bcast4): on this core the count of
       // instructions sets the pace (spreading four words from one 16-byte load by shuffles gave
-      // Matvec/Q4_K in L2 77.0, 76.8, 78.7 G values/s, folded broadcasts 88.1, 89.3, 89.1;
+      // Matvec/Q4_K in L2 78.0, 76.8, 78.7 G values/s, folded broadcasts 88.1, 89.3, 89.1;
       // Q5_K 53.9, 55.1, 55.2 -> 63.3, 64.8, 64.3). The code bytes are read in memory order
       // (sub-block pair outer), as they arrive when streamed. The integer sums are the same.
       __m256i s32[8];
