@@ -9,17 +9,19 @@
 namespace strata {
 namespace {
 
-// Two packed groups in one 512-bit register: group 2p in the low 8 lanes, 2p + 1 in the high 8,
-// so their outputs, adjacent in `out`, leave with one store. Each lane computes what the 256-bit
-// kernels compute for its row, in the same order, so the bits are the same.
 // acc + dpbusd(u, the 4 signed bytes at p in every lane), the broadcast folded in ({1to16}),
 // as dpbusd_bcast4 for 256 bits. Matmul (128 tokens, one thread, three alternated rounds, G
 // multiply-adds/s) Q4_K 151.9, 155.6, 157.6 -> 164.5, 162.4, 160.9; Q4_0 152.5, 159.5, 156.9 ->
-// 165.2, 162.5, 162.8; the other formats within 3 %.
+// 165.2, 162.5, 162.8; the other formats within 5 % (Q8_0 149.7, 160.6, 153.6 -> 162.3, 160.9,
+// 153.5).
 inline __m512i dpbusd_bcast16(__m512i acc, __m512i u, const void* p) {
   __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*static_cast<const int32_t*>(p)));
   return acc;
 }
+
+// Two packed groups in one 512-bit register: group 2p in the low 8 lanes, 2p + 1 in the high 8,
+// so their outputs, adjacent in `out`, leave with one store. Each lane computes what the 256-bit
+// kernels compute for its row, in the same order, so the bits are the same.
 inline __m512i join256(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
 inline __m256i join128(const void* lo, const void* hi) {
   return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(static_cast<const __m128i*>(lo))),
