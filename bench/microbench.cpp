@@ -361,12 +361,12 @@ void BM_IsaChain(benchmark::State& state, void (*run)(long)) {
 }
 
 const bool kRegistered = [] {
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+  if (avx2_kernels()) {  // AVX2, FMA and F16C (F16C from CPUID: Clang's __builtin_cpu_supports lacks it)
     int n = 0;
     const IsaChain* chains = isa_chains(&n);
     for (int i = 0; i < n; ++i) benchmark::RegisterBenchmark(chains[i].name, BM_IsaChain, chains[i].run);
   }
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vnni")) {
+  if (avx512_kernels()) {
     int n = 0;
     const IsaChain* chains = isa_chains_avx512vnni(&n);
     for (int i = 0; i < n; ++i) benchmark::RegisterBenchmark(chains[i].name, BM_IsaChain, chains[i].run);

@@ -90,7 +90,9 @@ TEST_P(Streaming, BitIdenticalToAllResidentForEveryAppendPath) {
 }
 
 TEST_P(Streaming, RestoringASavedPrefixIsBitIdentical) {
-  auto [name, fmt] = GetParam();
+  // Not a structured binding: the lambda below captures fmt, which Clang 14 does not allow of one.
+  const auto name = std::get<0>(GetParam());
+  const auto fmt = std::get<1>(GetParam());
   auto m = model::Model::load(test::model_path(name));
   auto t = tokens(60, 11);
   auto run = [&](int resident) {

@@ -1370,17 +1370,19 @@ constexpr std::array<int8_t, 16> offset_codes() {
   }
   return t;
 }
-template <const std::array<int8_t, 16>& kValues, int Div, int Offset, float D>
+// D, the values' factor, is 1 / DInv (a power of two: exact); an integer, since a float template
+// argument is C++20 that not every compiler takes (Clang 14 does not).
+template <const std::array<int8_t, 16>& kValues, int Div, int Offset, int DInv>
 struct Iq3OffsetCodes {
   using Packed = BlockIQ3Levelsx8;
   static constexpr std::array<int8_t, 16> kCodes = offset_codes<kValues, Div, Offset>();
   static constexpr int kDiv = Div, kOffset = Offset;
-  static constexpr float kD = D;
+  static constexpr float kD = 1.f / DInv;
   static constexpr int kPerSum = 32767 / (2 * max_magnitude(kCodes) * 128);
   static_assert(kPerSum == 2 || kPerSum == 4);
 };
-using IQ3_XXSOffset = Iq3OffsetCodes<kIq3xxsCodeValues, 2, 32, 0.25f>;
-using IQ3_SOffset = Iq3OffsetCodes<kIq3sCodeValues, 1, 16, 1.f>;
+using IQ3_XXSOffset = Iq3OffsetCodes<kIq3xxsCodeValues, 2, 32, 4>;
+using IQ3_SOffset = Iq3OffsetCodes<kIq3sCodeValues, 1, 16, 1>;
 template <typename L, int NT>
 void gemm_iq3_offset(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8BlockInfo*, size_t, float* out) {
   const auto* b = reinterpret_cast<const BlockIQ3Levelsx8*>(w);
