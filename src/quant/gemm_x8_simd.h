@@ -1718,14 +1718,19 @@ template <int G, int NT> struct GQ5_0 { static constexpr auto f = unsigned32_gro
 // AVX2 F16/BF16 groups: a block's 4 groups in one call for 1 or 2 tokens (4 or 8 accumulators:
 // two groups left one token's 2 chains waiting on the fma latency, 14.3 against three groups'
 // 18.7 G values/s in cache), two calls of 2 groups for 3 or 4 (16 accumulators would not fit
-// in the 16 registers).
+// in the 16 registers). Only those kernels are instantiated.
 template <template <int, int> class K>
 struct HalfGroupsAvx2 {
+  static_assert(kPackMaxTokens == 4);
+  using Fn = void (*)(int, const uint8_t*, size_t, const uint8_t*, size_t, const Q8BlockInfo*, size_t, float*, size_t);
   static void run(int n, const uint8_t* w, size_t gs, int ngroups, const uint8_t* xq, size_t xs, const Q8BlockInfo* xi,
                   size_t xis, int ntok, float* out, size_t os) {
-    if (ntok <= 2) return GroupsDispatch<K, 4>::run(n, w, gs, ngroups, xq, xs, xi, xis, ntok, out, os);
+    static constexpr Fn kFewTokens[4][2] = {
+        {K<1, 1>::f, K<1, 2>::f}, {K<2, 1>::f, K<2, 2>::f}, {K<3, 1>::f, K<3, 2>::f}, {K<4, 1>::f, K<4, 2>::f}};
+    static constexpr Fn kMoreTokens[2][2] = {{K<1, 3>::f, K<1, 4>::f}, {K<2, 3>::f, K<2, 4>::f}};
+    if (ntok <= 2) return kFewTokens[ngroups - 1][ntok - 1](n, w, gs, xq, xs, xi, xis, out, os);
     for (int g = 0; g < ngroups; g += 2)
-      GroupsDispatch<K, 2>::run(n, w + gs * g, gs, std::min(2, ngroups - g), xq, xs, xi, xis, ntok, out + 8 * g, os);
+      kMoreTokens[std::min(2, ngroups - g) - 1][ntok - 3](n, w + gs * g, gs, xq, xs, xi, xis, out + 8 * g, os);
   }
 };
 template <int NT> struct KF16 { static constexpr auto f = gemm_half<WidenF16, NT>; };
