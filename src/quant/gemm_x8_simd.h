@@ -217,12 +217,13 @@ void unsigned32_groups(int n, const uint8_t* w, size_t gs, const uint8_t* xq, si
           chain = _mm256_dpbusd_epi32(chain, c[0], spread_word(x16[g / 4], g % 4));
           STRATA_KEEP(chain);
         }
-      } else
-      STRATA_UNROLL for (int t = 0; t < NT; ++t) {
-        const __m256i x4 = bcast4(y[t]->qs + 4 * g);
-        STRATA_UNROLL for (int j = 0; j < G; ++j) {
-          s32[j][t] = _mm256_dpbusd_epi32(s32[j][t], c[j], x4);
-          STRATA_KEEP(s32[j][t]);
+      } else {  // one broadcast feeds every group's chain
+        STRATA_UNROLL for (int t = 0; t < NT; ++t) {
+          const __m256i x4 = bcast4(y[t]->qs + 4 * g);
+          STRATA_UNROLL for (int j = 0; j < G; ++j) {
+            s32[j][t] = _mm256_dpbusd_epi32(s32[j][t], c[j], x4);
+            STRATA_KEEP(s32[j][t]);
+          }
         }
       }
     }
@@ -374,20 +375,18 @@ void gemm_q45_k(int n, const uint8_t* w, const uint8_t* xq, size_t xs, const Q8B
       __m256i s32[8];
       STRATA_UNROLL for (int j = 0; j < 4; ++j) {
         s32[2 * j] = s32[2 * j + 1] = _mm256_setzero_si256();
-        STRATA_UNROLL for (int g0 = 0; g0 < 8; g0 += 4) {
-          STRATA_UNROLL for (int g = g0; g < g0 + 4; ++g) {
-            __m256i lo, hi;
-            if constexpr (kFive) {
-              q45_k_codes<Packed, true>(B, j, g, lo, hi);
-            } else {  // Q4_K's high nibbles stay in place: 16 times the code (their chain is shifted back below)
-              __m256i v = load256(B.qs + j * 256 + g * 32);
-              STRATA_KEEP(v);
-              lo = _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
-              hi = _mm256_and_si256(v, _mm256_set1_epi8(static_cast<char>(0xF0)));
-            }
-            s32[2 * j] = dpbusd_bcast4(s32[2 * j], lo, y[0]->qs + 64 * j + 4 * g);
-            s32[2 * j + 1] = dpbusd_bcast4(s32[2 * j + 1], hi, y[0]->qs + 64 * j + 32 + 4 * g);
+        STRATA_UNROLL for (int g = 0; g < 8; ++g) {
+          __m256i lo, hi;
+          if constexpr (kFive) {
+            q45_k_codes<Packed, true>(B, j, g, lo, hi);
+          } else {  // Q4_K's high nibbles stay in place: 16 times the code (their chain is shifted back below)
+            __m256i v = load256(B.qs + j * 256 + g * 32);
+            STRATA_KEEP(v);
+            lo = _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+            hi = _mm256_and_si256(v, _mm256_set1_epi8(static_cast<char>(0xF0)));
           }
+          s32[2 * j] = dpbusd_bcast4(s32[2 * j], lo, y[0]->qs + 64 * j + 4 * g);
+          s32[2 * j + 1] = dpbusd_bcast4(s32[2 * j + 1], hi, y[0]->qs + 64 * j + 32 + 4 * g);
         }
       }
       STRATA_UNROLL for (int j = 0; j < 4; ++j) {
@@ -1722,7 +1721,7 @@ template <int G, int NT> struct GQ5_0 { static constexpr auto f = unsigned32_gro
 template <template <int, int> class K>
 struct HalfGroupsAvx2 {
   static_assert(kPackMaxTokens == 4);
-  using Fn = void (*)(int, const uint8_t*, size_t, const uint8_t*, size_t, const Q8BlockInfo*, size_t, float*, size_t);
+  using Fn = typename GroupsDispatch<K, 4>::Fn;
   static void run(int n, const uint8_t* w, size_t gs, int ngroups, const uint8_t* xq, size_t xs, const Q8BlockInfo* xi,
                   size_t xis, int ntok, float* out, size_t os) {
     static constexpr Fn kFewTokens[4][2] = {
